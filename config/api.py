@@ -1,0 +1,105 @@
+"""The agent API (v1): one NinjaAPI, API-key auth, one error shape for every failure."""
+
+import logging
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.db import DatabaseError, InterfaceError, OperationalError
+from django.http import Http404, HttpRequest, HttpResponse
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError, Throttled, ValidationError
+from ninja.security import HttpBearer
+from ninja.throttling import AuthRateThrottle
+
+from config.middleware import error_response
+from sessions_app.errors import DomainError
+from sessions_app.models import ApiKey
+from sessions_app.services.projects import authenticate_api_key
+
+logger = logging.getLogger(__name__)
+
+
+class ApiKeyAuth(HttpBearer):
+    def authenticate(self, request: HttpRequest, token: str) -> ApiKey | None:
+        return authenticate_api_key(token)
+
+
+def _throttles() -> list[AuthRateThrottle]:
+    rate = settings.SWITCHBOARD_API_RATE_PER_MINUTE
+    return [AuthRateThrottle(f"{rate}/m")] if rate > 0 else []
+
+
+api = NinjaAPI(
+    title="Switchboard agent API",
+    version="1",
+    description="Sessions (append-only event logs) and tasks (workflow state) for AI agents.",
+    auth=ApiKeyAuth(),
+    throttle=_throttles(),
+    urls_namespace="api",
+    docs_url="/docs",
+    openapi_url="/openapi.json",
+)
+
+
+@api.exception_handler(DomainError)
+def domain_error(request: HttpRequest, exc: DomainError) -> HttpResponse:
+    return error_response(exc.status, exc.code, exc.message, exc.detail)
+
+
+@api.exception_handler(ValidationError)
+def validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+    errors = [
+        {k: v for k, v in error.items() if k in {"type", "loc", "msg"}} for error in exc.errors
+    ]
+    if any(error.get("type") == "json_invalid" for error in errors):
+        return error_response(400, "invalid_json", "The request body is not valid JSON.", errors)
+    return error_response(422, "invalid_input", "The request did not validate.", errors)
+
+
+@api.exception_handler(AuthenticationError)
+def authentication_error(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    return error_response(
+        401, "unauthorized", "Send a valid API key as 'Authorization: Bearer <key>'."
+    )
+
+
+@api.exception_handler(Throttled)
+def throttled(request: HttpRequest, exc: Throttled) -> HttpResponse:
+    response = error_response(
+        429, "rate_limited", "Too many requests for this API key.", {"retry_after": exc.wait}
+    )
+    if exc.wait:
+        response["Retry-After"] = str(int(exc.wait))
+    return response
+
+
+@api.exception_handler(HttpError)
+def http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    codes = {400: "bad_request", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
+             409: "conflict", 413: "payload_too_large", 422: "invalid_input"}
+    return error_response(exc.status_code, codes.get(exc.status_code, "http_error"), str(exc))
+
+
+@api.exception_handler(Http404)
+def not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
+    return error_response(404, "not_found", "Not found.")
+
+
+@api.exception_handler(RequestDataTooBig)
+def too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
+    return error_response(413, "payload_too_large", "The request body is too large.")
+
+
+@api.exception_handler(Exception)
+def unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
+    if isinstance(exc, (OperationalError, InterfaceError)):
+        logger.warning("database unavailable: %s", exc)
+        return error_response(503, "unavailable", "The database is unavailable; retry shortly.")
+    if isinstance(exc, DatabaseError):
+        logger.exception("database error")
+        return error_response(503, "unavailable", "The database refused the request; retry.")
+    logger.exception("unhandled API error")
+    return error_response(500, "internal_error", "Something went wrong on our side.")
+
+
+api.add_router("/", "sessions_app.api.router")

@@ -1,0 +1,244 @@
+"""Switchboard settings: one module, every value from the environment (12-factor).
+
+With no DATABASE_URL / REDIS_URL the embedded defaults apply (SQLite file, in-memory channel
+layer, filesystem Celery broker), so a fresh clone runs with no services installed.
+"""
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DEV_SECRET_KEY = "dev-only-insecure-switchboard-key-do-not-use-in-production"
+
+
+def env_str(name: str, default: str = "") -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    lowered = raw.strip().lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name} must be true or false, not {raw!r}")
+
+
+def env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be an integer, not {raw!r}") from None
+
+
+def env_secret(name: str, default: str = "") -> str:
+    """Read NAME, or the contents of the file named by NAME_FILE (Docker/K8s secrets)."""
+    path = os.environ.get(f"{name}_FILE")
+    if path:
+        return Path(path).read_text().strip()
+    return os.environ.get(name, default)
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    raw = os.environ.get(name)
+    if not raw:
+        return default
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+DEBUG = env_bool("DEBUG", True)
+SECRET_KEY = env_secret("SECRET_KEY", DEV_SECRET_KEY)
+if not DEBUG and SECRET_KEY == DEV_SECRET_KEY:
+    raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off.")
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "daphne",  # first, so `runserver` serves ASGI (websockets included)
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "django_htmx",
+    "channels",
+    "django_celery_beat",
+    "ninja",
+    "sessions_app",
+    "tasks_app",
+]
+
+MIDDLEWARE = [
+    "config.middleware.ApiBodyLimitMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+ASGI_APPLICATION = "config.asgi.application"
+WSGI_APPLICATION = None
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- Database -------------------------------------------------------------------------------
+DATABASE_URL = env_str("DATABASE_URL")
+if DATABASE_URL:
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+        # Django's psycopg pool: no connection set-up per request (DESIGN.md, performance).
+        DATABASES["default"]["OPTIONS"] = {
+            "pool": {
+                "min_size": env_int("DB_POOL_MIN", 2),
+                "max_size": env_int("DB_POOL_MAX", 20),
+                "timeout": env_int("DB_POOL_TIMEOUT", 10),
+            }
+        }
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": env_str("SQLITE_PATH", str(BASE_DIR / "switchboard.sqlite3")),
+            # IMMEDIATE: writers take the lock at BEGIN, so concurrent appends queue instead of
+            # failing with "database is locked" on the read-to-write upgrade (STACK.md, item 5).
+            "OPTIONS": {
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 20,
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            },
+        }
+    }
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Redis: channel layer, Celery broker, cache ------------------------------------------
+REDIS_URL = env_str("REDIS_URL")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": env_str("CACHE_KEY_PREFIX", "switchboard"),
+        }
+    }
+    CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
+else:
+    # Embedded default: one process, no services. Live updates reach browsers connected to the
+    # same server process only (the in-memory layer does not cross processes).
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
+    _broker_dir = Path(env_str("CELERY_FILESYSTEM_BROKER_DIR", str(BASE_DIR / ".celery-broker")))
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        # The same folder in and out: producer and worker run on one machine.
+        "data_folder_in": str(_broker_dir / "queue"),
+        "data_folder_out": str(_broker_dir / "queue"),
+        "processed_folder": str(_broker_dir / "processed"),
+        "control_folder": str(_broker_dir / "control"),
+        "store_processed": False,
+    }
+    if CELERY_BROKER_URL == "filesystem://":
+        for _folder in ("queue", "processed", "control"):
+            (_broker_dir / _folder).mkdir(parents=True, exist_ok=True)
+
+# --- Celery ---------------------------------------------------------------------------------
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_ACKS_LATE = True  # our jobs are idempotent: redeliver after a crash (invariant 9)
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 600)
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 540)
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_TIMEZONE = "UTC"
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# --- Auth, i18n, static -------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cookie
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+if not DEBUG:
+    SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", True)
+    CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", True)
+
+# --- Switchboard ----------------------------------------------------------------------------
+# Bodies over these limits are refused with 413 before they are parsed.
+SWITCHBOARD_MAX_BODY_BYTES = env_int("SWITCHBOARD_MAX_BODY_BYTES", 1024 * 1024)
+SWITCHBOARD_MAX_EVENT_BYTES = env_int("SWITCHBOARD_MAX_EVENT_BYTES", 256 * 1024)
+SWITCHBOARD_MAX_BATCH_EVENTS = env_int("SWITCHBOARD_MAX_BATCH_EVENTS", 1000)
+# A snapshot is taken automatically every N events, so state at any seq folds at most N events.
+SWITCHBOARD_SNAPSHOT_EVERY = env_int("SWITCHBOARD_SNAPSHOT_EVERY", 200)
+# Requests per minute per API key; 0 turns throttling off.
+SWITCHBOARD_API_RATE_PER_MINUTE = env_int("SWITCHBOARD_API_RATE_PER_MINUTE", 0)
+# An API key's last_used_at is written at most this often (never per request: hot path).
+SWITCHBOARD_KEY_TOUCH_SECONDS = env_int("SWITCHBOARD_KEY_TOUCH_SECONDS", 60)
+DATA_UPLOAD_MAX_MEMORY_SIZE = SWITCHBOARD_MAX_BODY_BYTES
+
+NINJA_PAGINATION_MAX_LIMIT = 500
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "INFO"}},
+}

@@ -1,0 +1,304 @@
+import uuid
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Project(models.Model):
+    """The tenant boundary: every row below belongs to exactly one project."""
+
+    name = models.CharField(max_length=100, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Role(models.TextChoices):
+    VIEWER = "viewer", "Viewer"
+    OPERATOR = "operator", "Operator"
+    ADMIN = "admin", "Admin"
+
+    @classmethod
+    def rank(cls, role: str) -> int:
+        return {cls.VIEWER: 1, cls.OPERATOR: 2, cls.ADMIN: 3}[cls(role)]
+
+
+class Membership(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "user"], name="membership_unique_user"),
+        ]
+
+    def has_role(self, minimum: str) -> bool:
+        return Role.rank(self.role) >= Role.rank(minimum)
+
+
+class ApiKey(models.Model):
+    """A project-scoped secret. Only its SHA-256 is stored; `prefix` identifies it in lists."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, unique=True)
+    hashed_secret = models.CharField(max_length=64)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+
+class Agent(models.Model):
+    """An agent definition; registered on first use of its name within the project."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="agents")
+    name = models.CharField(max_length=100)
+    version = models.CharField(max_length=50, blank=True, default="")
+    config = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "name"], name="agent_unique_name"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class SessionStatus(models.TextChoices):
+    OPEN = "open", "Open"
+    PAUSED = "paused", "Paused"
+    RESUMED = "resumed", "Resumed"
+    CLOSED = "closed", "Closed"
+    ARCHIVED = "archived", "Archived"
+
+
+# The lifecycle diagram of DESIGN.md: the only allowed moves.
+ALLOWED_TRANSITIONS: dict[str, frozenset[str]] = {
+    SessionStatus.OPEN: frozenset({SessionStatus.PAUSED, SessionStatus.CLOSED}),
+    SessionStatus.PAUSED: frozenset({SessionStatus.RESUMED, SessionStatus.CLOSED}),
+    SessionStatus.RESUMED: frozenset({SessionStatus.PAUSED, SessionStatus.CLOSED}),
+    SessionStatus.CLOSED: frozenset({SessionStatus.ARCHIVED}),
+    SessionStatus.ARCHIVED: frozenset(),
+}
+WRITABLE_STATUSES = (SessionStatus.OPEN, SessionStatus.PAUSED, SessionStatus.RESUMED)
+
+
+class Session(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="sessions")
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="sessions")
+    external_id = models.CharField(max_length=200, null=True, blank=True)
+    title = models.CharField(max_length=300, blank=True, default="")
+    status = models.CharField(
+        max_length=16, choices=SessionStatus.choices, default=SessionStatus.OPEN
+    )
+    metadata = models.JSONField(default=dict, blank=True)
+    # Highest seq allocated; the next append takes head_seq + 1 (allocated under this row's lock).
+    head_seq = models.IntegerField(default=0)
+    tokens_used = models.BigIntegerField(default=0)
+    cost_used = models.DecimalField(max_digits=14, decimal_places=6, default=Decimal("0"))
+    budget_max_tokens = models.BigIntegerField(null=True, blank=True)
+    budget_max_cost = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
+    # Copy-on-write lineage: this session's history is `parent`'s up to `fork_seq`, then its own.
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="forks"
+    )
+    fork_seq = models.IntegerField(null=True, blank=True)
+    # Every ancestor with the last seq taken from it, oldest first: [[session_id, upto_seq], …].
+    # Denormalised at fork time so reads resolve the lineage without a recursive query.
+    ancestry = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    closed_at = models.DateTimeField(null=True, blank=True)
+    archived_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "external_id"],
+                condition=Q(external_id__isnull=False),
+                name="session_unique_external_id",
+            ),
+        ]
+        indexes = [
+            # Sessions list: newest first within a project, keyset on (created_at, id).
+            models.Index(fields=["project", "-created_at", "-id"], name="session_project_created"),
+            # Sessions list filtered by status (the dashboard's most common filter).
+            models.Index(
+                fields=["project", "status", "-created_at", "-id"], name="session_project_status"
+            ),
+            models.Index(
+                fields=["project", "agent", "-created_at", "-id"], name="session_project_agent"
+            ),
+            # Recently active sessions (overview, retention's idle scan).
+            models.Index(fields=["project", "-updated_at"], name="session_project_updated"),
+        ]
+
+    def __str__(self) -> str:
+        return self.title or str(self.id)
+
+    def can_transition(self, to: str) -> bool:
+        return to in ALLOWED_TRANSITIONS[SessionStatus(self.status)]
+
+    @property
+    def is_writable(self) -> bool:
+        return self.status in WRITABLE_STATUSES
+
+    def lineage_segments(self) -> list[tuple[uuid.UUID, int, int | None]]:
+        """(session_id, after_seq, upto_seq) per segment of this session's visible history.
+
+        Segments are disjoint, ordered by seq: ancestors first, then this session (upto None).
+        """
+        segments: list[tuple[uuid.UUID, int, int | None]] = []
+        lower = 0
+        for ancestor_id, upto in self.ancestry:
+            segments.append((uuid.UUID(str(ancestor_id)), lower, upto))
+            lower = upto
+        segments.append((self.id, lower, None))
+        return segments
+
+
+class EventKind(models.TextChoices):
+    MESSAGE = "message"
+    TOOL_CALL = "tool_call"
+    TOOL_RESULT = "tool_result"
+    NOTE = "note"
+    ERROR = "error"
+    STATE = "state"
+    FACT = "fact"
+    DECISION = "decision"
+    LIFECYCLE = "lifecycle"
+    HANDOFF = "handoff"
+
+
+class Tier(models.TextChoices):
+    TRANSIENT = "transient"
+    DURABLE = "durable"
+
+
+DEFAULT_TIER: dict[str, str] = {
+    EventKind.MESSAGE: Tier.TRANSIENT,
+    EventKind.TOOL_CALL: Tier.TRANSIENT,
+    EventKind.TOOL_RESULT: Tier.TRANSIENT,
+    EventKind.NOTE: Tier.TRANSIENT,
+    EventKind.ERROR: Tier.TRANSIENT,
+    EventKind.STATE: Tier.TRANSIENT,
+    EventKind.FACT: Tier.DURABLE,
+    EventKind.DECISION: Tier.DURABLE,
+    EventKind.LIFECYCLE: Tier.DURABLE,
+    EventKind.HANDOFF: Tier.DURABLE,
+}
+AGENT_KINDS = frozenset(
+    {
+        EventKind.MESSAGE,
+        EventKind.TOOL_CALL,
+        EventKind.TOOL_RESULT,
+        EventKind.NOTE,
+        EventKind.ERROR,
+        EventKind.STATE,
+        EventKind.FACT,
+        EventKind.DECISION,
+    }
+)
+
+
+class Event(models.Model):
+    """One immutable log entry. The database refuses UPDATE, and DELETE outside retention.
+
+    The primary key (session_id, seq) is also the keyset every slice reads along.
+    """
+
+    pk = models.CompositePrimaryKey("session_id", "seq")
+    # No separate index: the primary key (session_id, seq) already leads with session_id.
+    session = models.ForeignKey(Session, on_delete=models.DO_NOTHING, db_index=False)
+    seq = models.IntegerField()
+    kind = models.CharField(max_length=16, choices=EventKind.choices)
+    tier = models.CharField(max_length=10, choices=Tier.choices)
+    role = models.CharField(max_length=16, blank=True, default="")
+    content = models.JSONField(default=dict)
+    # Searchable text (a message's `text`), indexed for full-text search on PostgreSQL.
+    text = models.TextField(blank=True, default="")
+    tokens = models.IntegerField(default=0)
+    cost = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal("0"))
+    actor = models.CharField(max_length=120, blank=True, default="")
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            # Invariant 3: a retried append finds its original instead of writing again.
+            models.UniqueConstraint(
+                fields=["session", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="event_unique_idempotency_key",
+            ),
+        ]
+        indexes = [
+            # Slices filtered by tier (durable facts/decisions panel, compaction).
+            models.Index(
+                fields=["session", "seq"],
+                condition=Q(tier="durable"),
+                name="event_durable_seq",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}#{self.seq} {self.kind}"
+
+
+class Snapshot(models.Model):
+    """Folded state of a session at `seq`: working state, facts, summary, and their hash."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="snapshots")
+    seq = models.IntegerField()
+    state = models.JSONField(default=dict)
+    facts = models.JSONField(default=dict)
+    summary = models.TextField(blank=True, default="")
+    content_hash = models.CharField(max_length=64)
+    # "auto" (every N events), "agent" (POST /snapshots), "compaction".
+    reason = models.CharField(max_length=16, default="auto")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["session", "seq"], name="snapshot_unique_seq"),
+        ]
+
+
+class AuditEntry(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="audit_entries")
+    actor = models.CharField(max_length=150)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    api_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.SET_NULL)
+    action = models.CharField(max_length=50)
+    target_type = models.CharField(max_length=50)
+    target_id = models.CharField(max_length=64)
+    detail = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["project", "-created_at"], name="audit_project_created"),
+            models.Index(fields=["target_type", "target_id"], name="audit_target"),
+        ]

@@ -1,0 +1,1 @@
+"""Domain operations: the only writers. The API, the dashboard, the jobs and the tests call these."""

@@ -1,0 +1,104 @@
+"""Opening and forking sessions."""
+
+from decimal import Decimal
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from ..actors import Actor
+from ..errors import InvalidInput
+from ..models import Agent, Project, Session, SessionStatus
+from .audit import record_audit
+
+
+def get_or_register_agent(project: Project, name: str, version: str = "") -> Agent:
+    """The project's agent called `name`, registered on first use (race-safe)."""
+    agent = Agent.objects.filter(project=project, name=name).first()
+    if agent is not None:
+        return agent
+    try:
+        with transaction.atomic():
+            return Agent.objects.create(project=project, name=name, version=version)
+    except IntegrityError:
+        return Agent.objects.get(project=project, name=name)
+
+
+def open_session(
+    project: Project,
+    *,
+    agent_name: str,
+    actor: Actor,
+    external_id: str | None = None,
+    title: str = "",
+    metadata: dict[str, Any] | None = None,
+    budget_max_tokens: int | None = None,
+    budget_max_cost: Decimal | None = None,
+) -> tuple[Session, bool]:
+    """Open a session, or return the project's session with this `external_id` (created=False)."""
+    if not agent_name:
+        raise InvalidInput("A session needs an agent name.")
+    if external_id is not None:
+        existing = Session.objects.filter(project=project, external_id=external_id).first()
+        if existing is not None:
+            return existing, False
+    agent = get_or_register_agent(project, agent_name)
+    try:
+        with transaction.atomic():
+            session = Session.objects.create(
+                project=project,
+                agent=agent,
+                external_id=external_id,
+                title=title,
+                metadata=metadata or {},
+                budget_max_tokens=budget_max_tokens,
+                budget_max_cost=budget_max_cost,
+            )
+            record_audit(
+                project, actor=actor, action="session.open", target_type="session",
+                target_id=session.pk, detail={"agent": agent_name, "external_id": external_id},
+            )
+    except IntegrityError:
+        # The same external_id opened concurrently: the constraint picked one winner.
+        if external_id is None:
+            raise
+        return Session.objects.get(project=project, external_id=external_id), False
+    return session, True
+
+
+def fork_session(
+    parent: Session, *, at_seq: int, actor: Actor, title: str = ""
+) -> Session:
+    """A copy-on-write fork: history = parent's up to `at_seq`, then its own. Copies no event.
+
+    Rewinding is forking at an earlier seq. The fork opens fresh (status open, usage zero,
+    the parent's budget).
+    """
+    if at_seq < 0 or at_seq > parent.head_seq:
+        raise InvalidInput(
+            f"at_seq must be between 0 and the head ({parent.head_seq}).",
+            detail={"at_seq": at_seq, "head_seq": parent.head_seq},
+        )
+    ancestry = [
+        [str(segment_id), at_seq if upto is None else min(upto, at_seq)]
+        for segment_id, lower, upto in parent.lineage_segments()
+        if lower < at_seq
+    ]
+    with transaction.atomic():
+        fork = Session.objects.create(
+            project_id=parent.project_id,
+            agent_id=parent.agent_id,
+            title=title or (f"Fork of {parent.title}" if parent.title else ""),
+            status=SessionStatus.OPEN,
+            metadata=parent.metadata,
+            head_seq=at_seq,
+            budget_max_tokens=parent.budget_max_tokens,
+            budget_max_cost=parent.budget_max_cost,
+            parent=parent,
+            fork_seq=at_seq,
+            ancestry=ancestry,
+        )
+        record_audit(
+            parent.project_id, actor=actor, action="session.fork", target_type="session",
+            target_id=fork.pk, detail={"parent": str(parent.pk), "at_seq": at_seq},
+        )
+    return fork

@@ -1,0 +1,142 @@
+"""Working state, facts and snapshots.
+
+State at seq p = the nearest snapshot at or before p (the session's own, or an ancestor's inside
+the inherited prefix) folded with the `state`/`fact` events in (snapshot.seq, p]. A snapshot
+every SWITCHBOARD_SNAPSHOT_EVERY events bounds that fold, however long the log is.
+"""
+
+import copy
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import IntegrityError, transaction
+
+from ..errors import InvalidInput
+from ..models import Event, EventKind, Session, Snapshot
+from ..queries import lineage_q
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON Merge Patch: objects merge recursively, null deletes, anything else replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+@dataclass
+class FoldedState:
+    seq: int
+    state: dict[str, Any] = field(default_factory=dict)
+    # key -> {"value": …, "seq": the event that set it}
+    facts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    summary: str = ""
+
+    def apply(self, seq: int, kind: str, content: Any) -> None:
+        if kind == EventKind.STATE:
+            self.state = merge_patch(self.state, content)
+        elif kind == EventKind.FACT:
+            self.facts[content["key"]] = {"value": content.get("value"), "seq": seq}
+        self.seq = seq
+
+    @property
+    def content_hash(self) -> str:
+        return content_hash(self.state, self.facts, self.summary)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "state": self.state,
+            "facts": self.facts,
+            "summary": self.summary,
+            "content_hash": self.content_hash,
+        }
+
+
+def content_hash(state: Any, facts: Any, summary: str) -> str:
+    canonical = json.dumps(
+        {"state": state, "facts": facts, "summary": summary},
+        sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+FOLDED_KINDS = (EventKind.STATE, EventKind.FACT)
+
+
+def nearest_snapshot(session: Session, at_seq: int) -> Snapshot | None:
+    return (
+        Snapshot.objects.filter(lineage_q(session, upto=at_seq))
+        .order_by("-seq")
+        .only("seq", "state", "facts", "summary")
+        .first()
+    )
+
+
+def state_at(session: Session, at_seq: int | None = None) -> FoldedState:
+    """Folded state of `session` at `at_seq` (default: head). Bounded by the snapshot interval."""
+    if at_seq is None:
+        at_seq = session.head_seq
+    if at_seq < 0 or at_seq > session.head_seq:
+        raise InvalidInput(
+            f"at_seq must be between 0 and the head ({session.head_seq}).",
+            detail={"at_seq": at_seq, "head_seq": session.head_seq},
+        )
+    snapshot = nearest_snapshot(session, at_seq)
+    folded = FoldedState(seq=0)
+    if snapshot is not None:
+        folded = FoldedState(
+            seq=snapshot.seq,
+            state=snapshot.state,
+            facts=snapshot.facts,
+            summary=snapshot.summary,
+        )
+    start = folded.seq
+    rows = (
+        Event.objects.filter(lineage_q(session, after=start, upto=at_seq))
+        .filter(kind__in=FOLDED_KINDS)
+        .order_by("seq")
+        .values_list("seq", "kind", "content")
+    )
+    for seq, kind, content in rows:
+        folded.apply(seq, kind, content)
+    folded.seq = at_seq
+    return folded
+
+
+def take_snapshot(session: Session, at_seq: int, *, reason: str) -> Snapshot:
+    """Store the folded state at `at_seq`; returns the existing snapshot if one is there."""
+    existing = Snapshot.objects.filter(session=session, seq=at_seq).first()
+    if existing is not None:
+        return existing
+    folded = state_at(session, at_seq)
+    try:
+        with transaction.atomic():
+            return Snapshot.objects.create(
+                session=session,
+                seq=at_seq,
+                state=folded.state,
+                facts=folded.facts,
+                summary=folded.summary,
+                content_hash=folded.content_hash,
+                reason=reason,
+            )
+    except IntegrityError:
+        # A concurrent writer crossed the same boundary and took it first: same content.
+        return Snapshot.objects.get(session=session, seq=at_seq)
+
+
+def ensure_snapshot(session_id: Any, at_seq: int) -> None:
+    """After-commit hook of append: snapshot at an interval boundary if none is there yet."""
+    session = Session.objects.filter(pk=session_id).first()
+    if session is None or at_seq > session.head_seq:
+        return
+    if not Snapshot.objects.filter(session_id=session_id, seq=at_seq).exists():
+        take_snapshot(session, at_seq, reason="auto")
