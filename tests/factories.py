@@ -1,0 +1,38 @@
+"""Test data through the domain services themselves (as the product creates it)."""
+
+import itertools
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+
+from sessions_app.actors import Actor
+from sessions_app.models import ApiKey, Project, Role, Session
+from sessions_app.services.projects import add_member, create_api_key, create_project
+from sessions_app.services.sessions import open_session
+
+_counter = itertools.count(1)
+
+
+def make_project(name: str | None = None) -> Project:
+    return create_project(name or f"project-{next(_counter)}")
+
+
+def make_user(username: str | None = None, password: str = "pw-for-tests-1") -> AbstractBaseUser:
+    User = get_user_model()
+    return User.objects.create_user(username=username or f"user{next(_counter)}", password=password)
+
+
+def make_member(project: Project, role: str = Role.VIEWER, username: str | None = None):
+    user = make_user(username)
+    add_member(project, user, role)
+    return user
+
+
+def make_api_key(project: Project, name: str = "test-key") -> tuple[ApiKey, str]:
+    return create_api_key(project, name=name, actor=Actor.system("tests"))
+
+
+def make_session(project: Project, agent: str = "test-agent", **overrides: Any) -> Session:
+    session, _ = open_session(project, agent_name=agent, actor=Actor.system("tests"), **overrides)
+    return session
