@@ -29,3 +29,42 @@ class ApiBodyLimitMiddleware:
                     {"limit": limit, "size": length},
                 )
         return self.get_response(request)
+
+
+class DashboardDomainErrorMiddleware:
+    """Render a domain error raised by a dashboard view as a friendly page (or htmx fragment).
+
+    The API renders the same errors as JSON in config/api.py; this is the dashboard's one place.
+    """
+
+    TITLES = {403: "Not allowed", 404: "Not found", 409: "That cannot be done now",
+              413: "Too large", 422: "Check your input", 400: "Check your input"}
+    HINTS = {
+        403: "Your role in this project does not allow this. An admin can change your role.",
+        404: "It may have been deleted, or it belongs to a project you are not a member of.",
+        409: "Someone or something changed it meanwhile. Reload the page to see its state.",
+    }
+
+    def __init__(self, get_response):  # type: ignore[no-untyped-def]
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        from django.shortcuts import render
+
+        from sessions_app.errors import DomainError
+
+        if not isinstance(exception, DomainError) or request.path.startswith("/api/"):
+            return None
+        status = exception.status
+        context = {
+            "title": self.TITLES.get(status, "Something is not right"),
+            "message": exception.message,
+            "hint": self.HINTS.get(status, "Check what you entered and try again."),
+            "status": status,
+        }
+        if getattr(request, "htmx", False):
+            return render(request, "errors/_inline_error.html", context, status=status)
+        return render(request, "errors/domain_error.html", context, status=status)

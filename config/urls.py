@@ -7,4 +7,6 @@ urlpatterns = [
     path("api/v1/", api.urls),
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
+    path("", include("tasks_app.urls")),
+    path("", include("sessions_app.urls")),
 ]
