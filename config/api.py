@@ -4,7 +4,7 @@ import logging
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.db import DatabaseError, InterfaceError, OperationalError
+from django.db import DatabaseError, DataError, InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, Throttled, ValidationError
@@ -51,8 +51,6 @@ def validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse
     errors = [
         {k: v for k, v in error.items() if k in {"type", "loc", "msg"}} for error in exc.errors
     ]
-    if any(error.get("type") == "json_invalid" for error in errors):
-        return error_response(400, "invalid_json", "The request body is not valid JSON.", errors)
     return error_response(422, "invalid_input", "The request did not validate.", errors)
 
 
@@ -95,6 +93,13 @@ def unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
     if isinstance(exc, (OperationalError, InterfaceError)):
         logger.warning("database unavailable: %s", exc)
         return error_response(503, "unavailable", "The database is unavailable; retry shortly.")
+    if isinstance(exc, DataError):
+        # A value the column cannot hold (out of range, a NUL character): retrying cannot help,
+        # so it is the client's mistake (422), not an outage (503) that invites retries.
+        logger.info("value refused by the database: %s", exc)
+        return error_response(
+            422, "invalid_input", "A value in the request cannot be stored.", {"reason": str(exc)}
+        )
     if isinstance(exc, DatabaseError):
         logger.exception("database error")
         return error_response(503, "unavailable", "The database refused the request; retry.")

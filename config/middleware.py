@@ -10,7 +10,8 @@ def error_response(status: int, code: str, message: str, detail: object = None) 
 
 
 class ApiBodyLimitMiddleware:
-    """Refuse oversize API bodies by their Content-Length, before anything reads or parses them."""
+    """API requests: refuse oversize bodies by their Content-Length before anything reads or
+    parses them, and answer unknown paths and wrong methods in the JSON error shape."""
 
     def __init__(self, get_response):  # type: ignore[no-untyped-def]
         self.get_response = get_response
@@ -28,6 +29,21 @@ class ApiBodyLimitMiddleware:
                     f"The request body is {length} bytes; the limit is {limit}.",
                     {"limit": limit, "size": length},
                 )
+            response = self.get_response(request)
+            # Django's router and ninja's method dispatch answer unknown paths (404) and wrong
+            # methods (405) in HTML or plain text; agents get the API's one error shape.
+            if response.status_code in (404, 405) and not response.get(
+                "Content-Type", ""
+            ).startswith("application/json"):
+                if response.status_code == 404:
+                    return error_response(404, "not_found", "No such API endpoint.")
+                allowed = response.get("Allow", "")
+                replacement = error_response(
+                    405, "method_not_allowed", f"Use one of: {allowed}.", {"allowed": allowed}
+                )
+                replacement["Allow"] = allowed
+                return replacement
+            return response
         return self.get_response(request)
 
 

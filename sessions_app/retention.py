@@ -3,7 +3,7 @@
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from django.db import connection
+from django.db import connection, transaction
 
 
 @contextmanager
@@ -15,14 +15,19 @@ def allow_event_deletion() -> Iterator[None]:
     """
     if not connection.in_atomic_block:
         raise RuntimeError("allow_event_deletion() must run inside transaction.atomic()")
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
-            cursor.execute("SELECT set_config('switchboard.allow_event_delete', 'on', true)")
-            yield
-            cursor.execute("SELECT set_config('switchboard.allow_event_delete', '', true)")
-        else:
-            cursor.execute("INSERT INTO sessions_app_event_delete_grant (id) VALUES (1)")
-            try:
-                yield
-            finally:
+    postgresql = connection.vendor == "postgresql"
+    # A savepoint of its own: if the block raises, rolling it back also undoes the switch (a
+    # transaction-local setting or the grant row), so the guard never stays open for the rest
+    # of the transaction, and no clean-up query runs in a failed transaction to mask the error.
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            if postgresql:
+                cursor.execute("SELECT set_config('switchboard.allow_event_delete', 'on', true)")
+            else:
+                cursor.execute("INSERT INTO sessions_app_event_delete_grant (id) VALUES (1)")
+        yield
+        with connection.cursor() as cursor:
+            if postgresql:
+                cursor.execute("SELECT set_config('switchboard.allow_event_delete', '', true)")
+            else:
                 cursor.execute("DELETE FROM sessions_app_event_delete_grant")

@@ -71,6 +71,13 @@ def validate_draft(draft: EventDraft, *, system: bool) -> None:
         )
     if draft.tier is not None and draft.tier not in Tier.values:
         raise InvalidInput(f"Unknown tier {draft.tier!r}.", detail={"allowed": Tier.values})
+    if draft.tier == Tier.TRANSIENT and DEFAULT_TIER[draft.kind] == Tier.DURABLE:
+        # Facts and decisions must survive compaction (invariant 6), and slices filtered to
+        # durable kinds read only durable rows (queries.slice_events): they are never transient.
+        raise InvalidInput(
+            f"A {draft.kind} event is always durable.",
+            detail={"kind": draft.kind, "tier": draft.tier},
+        )
     if not isinstance(draft.content, dict):
         raise InvalidInput("Event content must be a JSON object.", detail={"kind": draft.kind})
     if draft.kind == EventKind.FACT and not isinstance(draft.content.get("key"), str):
@@ -186,10 +193,12 @@ def insert_events_locked(
     session.cost_used = cost_used
     every = settings.SWITCHBOARD_SNAPSHOT_EVERY
     if every > 0 and head // every > old_head // every:
-        from .state import ensure_snapshot  # state folds events; avoid the import cycle
+        from .state import ensure_snapshots  # state folds events; avoid the import cycle
 
-        boundary = (head // every) * every
-        transaction.on_commit(lambda: ensure_snapshot(session.pk, boundary))
+        # Every boundary the batch crossed, not only the last: a 1000-event batch must not leave
+        # a 1000-event fold behind it (invariant 5's bound is the interval, not the batch size).
+        boundaries = list(range((old_head // every + 1) * every, head + 1, every))
+        transaction.on_commit(lambda: ensure_snapshots(session.pk, boundaries))
     realtime.broadcast_on_commit(
         session, {"type": "session.events", "from_seq": first, "to_seq": head}
     )

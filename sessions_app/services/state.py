@@ -140,3 +140,12 @@ def ensure_snapshot(session_id: Any, at_seq: int) -> None:
         return
     if not Snapshot.objects.filter(session_id=session_id, seq=at_seq).exists():
         take_snapshot(session, at_seq, reason="auto")
+
+
+def ensure_snapshots(session_id: Any, seqs: list[int]) -> None:
+    """After-commit hook of append: a snapshot at each interval boundary the append crossed.
+
+    In ascending order, so each one folds at most one interval on top of the previous one.
+    """
+    for seq in sorted(seqs):
+        ensure_snapshot(session_id, seq)

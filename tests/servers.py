@@ -1,0 +1,98 @@
+"""Real processes for tests: an ASGI server (uvicorn) or a Celery worker on the test database.
+
+Children get DJANGO_SETTINGS_MODULE=tests.settings and SWITCHBOARD_TEST_DB_NAME pointing at the
+database pytest-django created, so they see what a `transactional_db` test commits.
+"""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["DJANGO_SETTINGS_MODULE"] = "tests.settings"
+    env["PYTHONPATH"] = str(ROOT)
+    if connection.vendor == "postgresql":
+        env["SWITCHBOARD_TEST_DB_NAME"] = connection.settings_dict["NAME"]
+    else:
+        # The SQLite test database is a file; children open it directly.
+        env["SQLITE_PATH"] = str(connection.settings_dict["NAME"])
+    env.update(extra)
+    return env
+
+
+def _bin(name: str) -> str:
+    return str(Path(sys.executable).parent / name)
+
+
+def wait_for_http(url: str, timeout: float = 30.0, process: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode} before answering {url}")
+        try:
+            urllib.request.urlopen(url, timeout=1)
+            return
+        except urllib.error.HTTPError:
+            return  # it answered
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"no answer from {url} after {timeout}s")
+
+
+@contextmanager
+def asgi_server(*, workers: int = 1, **env: str) -> Iterator[str]:
+    """Run uvicorn on a free port; yields its base URL. Stopped (and reaped) on exit."""
+    port = free_port()
+    command = [
+        _bin("uvicorn"), "config.asgi:application", "--host", "127.0.0.1", "--port", str(port),
+        "--lifespan", "off", "--log-level", "warning", "--workers", str(workers),
+    ]
+    process = subprocess.Popen(command, cwd=ROOT, env=child_env(**env))
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for_http(base_url + "/accounts/login/", process=process)
+        yield base_url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@contextmanager
+def celery_worker(*, beat: bool = False, **env: str) -> Iterator[subprocess.Popen]:
+    """Run a real Celery worker (optionally with beat) against the test database."""
+    command = [_bin("celery"), "-A", "config", "worker", "--loglevel", "WARNING",
+               "--concurrency", "1", "--without-gossip", "--without-mingle"]
+    if beat:
+        command += ["-B", "--schedule", str(ROOT / ".celery-broker" / "test-beat-schedule")]
+    process = subprocess.Popen(command, cwd=ROOT, env=child_env(**env))
+    try:
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
