@@ -108,3 +108,4 @@ def unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
 
 
 api.add_router("/", "sessions_app.api.router")
+api.add_router("/", "tasks_app.api.router")

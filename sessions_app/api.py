@@ -10,6 +10,9 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from ninja import Field, Query, Router, Schema
 
+from tasks_app.queries import linked_tasks_summary
+from tasks_app.services.links import link_tasks_to_session, resolve_tasks
+
 from .access import get_session_for_key
 from .actors import Actor
 from .errors import PayloadTooLarge
@@ -56,6 +59,7 @@ class SessionIn(Schema):
     title: str = Field("", max_length=300)
     metadata: dict[str, Any] = Field(default_factory=dict)
     budget: BudgetIn | None = None
+    task_ids: list[UUID] = Field(default_factory=list, max_length=100)
 
 
 class EventIn(Schema):
@@ -108,8 +112,10 @@ class SliceQuery(Schema):
 # --- Rendering ------------------------------------------------------------------------------
 
 
-def session_to_dict(session: Session) -> dict[str, Any]:
-    return {
+def session_to_dict(
+    session: Session, *, tasks: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    body = {
         "id": str(session.pk),
         "external_id": session.external_id,
         "title": session.title,
@@ -131,6 +137,9 @@ def session_to_dict(session: Session) -> dict[str, Any]:
         "updated_at": session.updated_at.isoformat(),
         "closed_at": session.closed_at.isoformat() if session.closed_at else None,
     }
+    if tasks is not None:
+        body["tasks"] = tasks
+    return body
 
 
 def _session(request: HttpRequest, session_id: UUID) -> Session:
@@ -144,6 +153,7 @@ def _session(request: HttpRequest, session_id: UUID) -> Session:
 def create_session(request: HttpRequest, payload: SessionIn) -> HttpResponse:
     api_key = _key(request)
     budget = payload.budget or BudgetIn()
+    resolve_tasks(api_key.project_id, payload.task_ids)  # 404 before anything is written
     session, created = open_session(
         api_key.project,
         agent_name=payload.agent,
@@ -154,7 +164,12 @@ def create_session(request: HttpRequest, payload: SessionIn) -> HttpResponse:
         budget_max_tokens=budget.max_tokens,
         budget_max_cost=budget.max_cost,
     )
-    return _json(session_to_dict(session), status=201 if created else 200)
+    if payload.task_ids:
+        link_tasks_to_session(session, payload.task_ids, actor=Actor.for_key(api_key))
+    return _json(
+        session_to_dict(session, tasks=linked_tasks_summary(session)),
+        status=201 if created else 200,
+    )
 
 
 @router.get("/sessions", summary="List sessions (filters, cursor pagination)")
@@ -178,7 +193,8 @@ def list_sessions(request: HttpRequest, filters: Query[SessionListQuery]) -> Htt
 
 @router.get("/sessions/{session_id}", summary="Read one session")
 def read_session(request: HttpRequest, session_id: UUID) -> HttpResponse:
-    return _json(session_to_dict(_session(request, session_id)))
+    session = _session(request, session_id)
+    return _json(session_to_dict(session, tasks=linked_tasks_summary(session)))
 
 
 @router.post("/sessions/{session_id}/events", summary="Append a batch of events")

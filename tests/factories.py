@@ -10,6 +10,8 @@ from sessions_app.actors import Actor
 from sessions_app.models import ApiKey, Project, Role, Session
 from sessions_app.services.projects import add_member, create_api_key, create_project
 from sessions_app.services.sessions import open_session
+from tasks_app.models import Task
+from tasks_app.services.tasks import create_task
 
 _counter = itertools.count(1)
 
@@ -36,3 +38,8 @@ def make_api_key(project: Project, name: str = "test-key") -> tuple[ApiKey, str]
 def make_session(project: Project, agent: str = "test-agent", **overrides: Any) -> Session:
     session, _ = open_session(project, agent_name=agent, actor=Actor.system("tests"), **overrides)
     return session
+
+
+def make_task(project: Project, workflow: str = "document_approval", **overrides: Any) -> Task:
+    """A task started through the service, as an agent would."""
+    return create_task(project, workflow=workflow, actor=Actor.system("tests"), **overrides).task

@@ -1,0 +1,548 @@
+"""Task and workflow endpoints of the agent API: parse, authorise, call a service, render.
+
+Same auth (project API keys), error shape and project isolation as the session endpoints. One
+exception: a signal can be delivered with the task's own signal token instead of an API key, so
+an external system (a webhook sender) needs no key and can reach nothing but that task's signals.
+"""
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+from uuid import UUID
+
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+from ninja import Field, Query, Router, Schema
+from ninja.security import APIKeyHeader, APIKeyQuery, HttpBearer
+
+from sessions_app.access import get_session_for_key
+from sessions_app.actors import Actor
+from sessions_app.models import ApiKey
+from sessions_app.services.projects import authenticate_api_key
+
+from .access import get_task_for_key, get_task_for_signal_token
+from .errors import NotFound, UnknownWorkflow
+from .models import Step, StepStatus, Task, TaskHistory, WorkflowDefinition
+from .queries import (
+    TaskFilters,
+    filter_tasks,
+    page_tasks,
+    recent_history,
+    session_ids_for_task,
+    sessions_for_task,
+    task_steps,
+    tasks_for_session,
+)
+from .services.links import link_sessions, unlink_session
+from .services.signals import deliver_signal
+from .services.steps import update_step
+from .services.tasks import SIGNAL_TOKEN_PREFIX, create_task
+from .services.transitions import transition_task
+from .services.workflows import register_workflow_data, resolve_workflow, visible_workflows
+
+router = Router(tags=["tasks"])
+
+
+# --- Auth for the signal endpoint -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SignalGrant:
+    """What a signal token authenticates: delivering signals to one task."""
+
+    task: Task
+
+
+def _grant_for(token: str | None) -> SignalGrant | None:
+    task = get_task_for_signal_token(token) if token else None
+    return SignalGrant(task) if task is not None else None
+
+
+class KeyOrSignalTokenBearer(HttpBearer):
+    """`Authorization: Bearer <API key or signal token>`."""
+
+    def authenticate(self, request: HttpRequest, token: str) -> ApiKey | SignalGrant | None:
+        if token.startswith(SIGNAL_TOKEN_PREFIX):
+            return _grant_for(token)
+        return authenticate_api_key(token)
+
+
+class SignalTokenHeader(APIKeyHeader):
+    param_name = "X-Signal-Token"
+
+    def authenticate(self, request: HttpRequest, key: str | None) -> SignalGrant | None:
+        return _grant_for(key)
+
+
+class SignalTokenQuery(APIKeyQuery):
+    # For webhook senders that cannot set headers. The token opens only this task's signals.
+    param_name = "signal_token"
+
+    def authenticate(self, request: HttpRequest, key: str | None) -> SignalGrant | None:
+        return _grant_for(key)
+
+
+# --- Helpers ----------------------------------------------------------------------------------
+
+
+def _key(request: HttpRequest) -> ApiKey:
+    return request.auth  # type: ignore[attr-defined,no-any-return]
+
+
+def _actor(request: HttpRequest) -> Actor:
+    return Actor.for_key(_key(request))
+
+
+def _task(request: HttpRequest, task_id: UUID) -> Task:
+    return get_task_for_key(_key(request), task_id)
+
+
+def _json(payload: Any, status: int = 200) -> HttpResponse:
+    return HttpResponse(
+        json.dumps(payload, default=str, separators=(",", ":")),
+        status=status,
+        content_type="application/json",
+    )
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value else None
+
+
+# --- Schemas ----------------------------------------------------------------------------------
+
+
+class TaskIn(Schema):
+    workflow: str = Field(..., min_length=1, max_length=100)
+    workflow_version: int | None = Field(None, ge=1)
+    params: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    session_ids: list[UUID] = Field(default_factory=list, max_length=100)
+    external_id: str | None = Field(None, min_length=1, max_length=200)
+
+
+class TaskListQuery(Schema):
+    workflow: str | None = None
+    state: list[str] | None = None
+    step_status: list[StepStatus] | None = None
+    session: UUID | None = None
+    external_id: str | None = None
+    cursor: str | None = None
+    limit: int = Field(50, ge=1, le=200)
+
+
+class TaskReadQuery(Schema):
+    history_limit: int = Field(50, ge=0, le=1000)
+
+
+class HistoryQuery(Schema):
+    after_id: int | None = Field(None, ge=0)
+    step: str | None = None
+    limit: int = Field(100, ge=1, le=1000)
+
+
+class TransitionIn(Schema):
+    to: str | None = Field(None, min_length=1, max_length=100)
+    transition: str | None = Field(None, min_length=1, max_length=100,
+                                   description="a named transition, instead of `to`")
+    expected_version: int | None = Field(None, ge=1)
+    reason: str = Field("", max_length=1000)
+
+
+class StepErrorIn(Schema):
+    type: str = Field(..., min_length=1, max_length=100)
+    message: str = Field("", max_length=4000)
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class WaitIn(Schema):
+    signal: str = Field(..., min_length=1, max_length=100)
+    deadline: datetime | None = None
+    timeout_seconds: int | None = Field(None, ge=1, le=366 * 86400,
+                                        description="instead of a deadline: now + this")
+
+
+class StepIn(Schema):
+    status: Literal["running", "waiting", "succeeded", "failed", "skipped"]
+    attempt: int | None = Field(None, ge=1)
+    error: StepErrorIn | None = None
+    inputs: dict[str, Any] | None = None
+    outputs: dict[str, Any] | None = None
+    branch: str | None = Field(None, max_length=100)
+    waiting_on: WaitIn | None = None
+    agent: str | None = Field(None, min_length=1, max_length=100)
+    expected_version: int | None = Field(None, ge=1)
+    reason: str = Field("", max_length=1000)
+
+
+class SignalIn(Schema):
+    payload: dict[str, Any] = Field(default_factory=dict)
+    error: StepErrorIn | None = None
+    idempotency_key: str | None = Field(None, min_length=1, max_length=200)
+
+
+class LinkIn(Schema):
+    session_ids: list[UUID] = Field(..., min_length=1, max_length=100)
+
+
+class TransitionDefIn(Schema):
+    from_: str = Field(..., alias="from")
+    to: str
+    name: str = ""
+    reopen: list[str] = Field(default_factory=list)
+
+
+class StepDefIn(Schema):
+    key: str
+    title: str = ""
+    max_attempts: int = 1
+
+
+class WorkflowIn(Schema):
+    name: str = Field(..., min_length=1, max_length=100)
+    version: int | None = Field(None, ge=1, description="default: the next free version")
+    title: str = ""
+    description: str = ""
+    states: list[str]
+    initial: str
+    terminal: list[str]
+    transitions: list[TransitionDefIn]
+    steps: list[StepDefIn] = Field(default_factory=list)
+
+
+class WorkflowQuery(Schema):
+    name: str | None = None
+
+
+# --- Rendering --------------------------------------------------------------------------------
+
+
+def step_to_dict(step: Step) -> dict[str, Any]:
+    return {
+        "key": step.key,
+        "title": step.title,
+        "status": step.status,
+        "round": step.round,
+        "attempts": step.attempts,
+        "max_attempts": step.max_attempts,
+        "last_error": step.last_error,
+        "inputs": step.inputs,
+        "outputs": step.outputs,
+        "branch": step.branch or None,
+        "waiting_on": (
+            {"signal": step.waiting_on, "deadline": _iso(step.wait_deadline)}
+            if step.waiting_on else None
+        ),
+        "signal_payload": step.signal_payload,
+        "agent": step.agent.name if step.agent_id and step.agent else None,
+        "actor": step.actor or None,
+        "started_at": _iso(step.started_at),
+        "finished_at": _iso(step.finished_at),
+        "updated_at": _iso(step.updated_at),
+    }
+
+
+def history_to_dict(entry: TaskHistory) -> dict[str, Any]:
+    return {
+        "id": entry.pk,
+        "kind": entry.kind,
+        "actor": entry.actor,
+        "from": entry.from_state or None,
+        "to": entry.to_state or None,
+        "step": entry.step_key or None,
+        "round": entry.round,
+        "attempt": entry.attempt,
+        "reason": entry.reason,
+        "error": entry.error,
+        "data": entry.data,
+        "task_version": entry.task_version,
+        "created_at": entry.created_at.isoformat(),
+    }
+
+
+def task_to_dict(
+    task: Task,
+    *,
+    steps: list[Step] | None = None,
+    history: list[TaskHistory] | None = None,
+    session_ids: list[str] | None = None,
+) -> dict[str, Any]:
+    spec = task.spec
+    body: dict[str, Any] = {
+        "id": str(task.pk),
+        "external_id": task.external_id,
+        "workflow": {"name": spec.name, "version": spec.version},
+        "state": task.state,
+        "finished": spec.is_terminal(task.state),
+        "allowed_transitions": [
+            {"to": t.target, "name": t.name or None} for t in spec.allowed_from(task.state)
+        ],
+        "params": task.params,
+        "metadata": task.metadata,
+        "version": task.version,
+        "initiated_by": task.initiated_by,
+        "created_at": task.created_at.isoformat(),
+        "updated_at": task.updated_at.isoformat(),
+        "finished_at": _iso(task.finished_at),
+    }
+    if steps is not None:
+        body["steps"] = [step_to_dict(s) for s in steps]
+        # Why the task is stuck, at a glance: steps failed for good, with their last error.
+        body["failed_steps"] = [
+            {"key": s.key, "attempts": s.attempts, "max_attempts": s.max_attempts,
+             "error": s.last_error}
+            for s in steps if s.status == StepStatus.FAILED
+        ]
+        body["waiting"] = [
+            {"step": s.key, "signal": s.waiting_on, "deadline": _iso(s.wait_deadline)}
+            for s in steps if s.status == StepStatus.WAITING
+        ]
+    if history is not None:
+        body["history"] = [history_to_dict(h) for h in history]
+    if session_ids is not None:
+        body["session_ids"] = session_ids
+    return body
+
+
+def _task_brief(task: Task) -> dict[str, Any]:
+    return {"id": str(task.pk), "state": task.state, "version": task.version,
+            "finished": task.is_finished}
+
+
+def workflow_to_dict(definition: WorkflowDefinition) -> dict[str, Any]:
+    return {
+        **definition.definition,
+        "builtin": definition.is_builtin,
+        "source": definition.source,
+        "content_hash": definition.content_hash,
+        "created_at": definition.created_at.isoformat(),
+    }
+
+
+# --- Tasks ------------------------------------------------------------------------------------
+
+
+@router.post("/tasks", summary="Create a task (idempotent by external_id)")
+def create(request: HttpRequest, payload: TaskIn) -> HttpResponse:
+    api_key = _key(request)
+    result = create_task(
+        api_key.project,
+        workflow=payload.workflow,
+        workflow_version=payload.workflow_version,
+        actor=_actor(request),
+        params=payload.params,
+        metadata=payload.metadata,
+        session_ids=payload.session_ids,
+        external_id=payload.external_id,
+    )
+    task = result.task
+    body = task_to_dict(task, steps=task_steps(task), session_ids=session_ids_for_task(task))
+    if result.signal_token is not None:
+        # Shown once, to the creator: hand it to the external system that will signal the task.
+        body["signal_token"] = result.signal_token
+    return _json(body, status=201 if result.created else 200)
+
+
+@router.get("/tasks", summary="List tasks (filters, cursor pagination)")
+def list_tasks(request: HttpRequest, filters: Query[TaskListQuery]) -> HttpResponse:
+    qs = filter_tasks(
+        _key(request).project_id,
+        TaskFilters(
+            workflow=filters.workflow,
+            state=filters.state,
+            step_status=[str(s) for s in filters.step_status] if filters.step_status else None,
+            session=filters.session,
+            external_id=filters.external_id,
+        ),
+    )
+    page, next_cursor = page_tasks(qs, cursor=filters.cursor, limit=filters.limit)
+    return _json({
+        "tasks": [task_to_dict(t, steps=list(t.steps.all())) for t in page],
+        "next_cursor": next_cursor,
+    })
+
+
+@router.get("/tasks/{task_id}", summary="Read a task, with its steps and recent history")
+def read_task(request: HttpRequest, task_id: UUID, params: Query[TaskReadQuery]) -> HttpResponse:
+    task = _task(request, task_id)
+    return _json(task_to_dict(
+        task,
+        steps=task_steps(task),
+        history=recent_history(task, limit=params.history_limit),
+        session_ids=session_ids_for_task(task),
+    ))
+
+
+@router.get("/tasks/{task_id}/history", summary="A task's history, oldest first")
+def read_history(request: HttpRequest, task_id: UUID, params: Query[HistoryQuery]) -> HttpResponse:
+    task = _task(request, task_id)
+    qs = TaskHistory.objects.filter(task=task).order_by("id")
+    if params.after_id is not None:
+        qs = qs.filter(id__gt=params.after_id)
+    if params.step:
+        qs = qs.filter(step_key=params.step)
+    rows = list(qs[: params.limit + 1])
+    return _json({
+        "history": [history_to_dict(h) for h in rows[: params.limit]],
+        "has_more": len(rows) > params.limit,
+    })
+
+
+@router.post("/tasks/{task_id}/transitions", summary="Move the task along its workflow")
+def transition(request: HttpRequest, task_id: UUID, payload: TransitionIn) -> HttpResponse:
+    task = _task(request, task_id)
+    transition_task(
+        task, payload.to, transition=payload.transition, actor=_actor(request),
+        expected_version=payload.expected_version, reason=payload.reason,
+    )
+    return _json(task_to_dict(task, steps=task_steps(task)))
+
+
+@router.get("/tasks/{task_id}/steps/{key}", summary="One step, with all its attempts' history")
+def read_step(request: HttpRequest, task_id: UUID, key: str) -> HttpResponse:
+    task = _task(request, task_id)
+    step = Step.objects.select_related("agent").filter(task=task, key=key).first()
+    if step is None:
+        raise NotFound(f"The task has no step {key!r}.", detail={"step": key})
+    history = TaskHistory.objects.filter(task=task, step_key=key).order_by("id")
+    return _json({**step_to_dict(step), "history": [history_to_dict(h) for h in history]})
+
+
+@router.put("/tasks/{task_id}/steps/{key}", summary="Report a step's progress")
+def put_step(request: HttpRequest, task_id: UUID, key: str, payload: StepIn) -> HttpResponse:
+    task = _task(request, task_id)
+    deadline = None
+    if payload.waiting_on is not None:
+        deadline = payload.waiting_on.deadline
+        if deadline is not None and timezone.is_naive(deadline):
+            deadline = deadline.replace(tzinfo=UTC)
+        if payload.waiting_on.timeout_seconds is not None:
+            deadline = timezone.now() + timedelta(seconds=payload.waiting_on.timeout_seconds)
+    result = update_step(
+        task,
+        key,
+        status=payload.status,
+        actor=_actor(request),
+        attempt=payload.attempt,
+        error=payload.error.model_dump() if payload.error else None,
+        inputs=payload.inputs,
+        outputs=payload.outputs,
+        branch=payload.branch,
+        waiting_on=payload.waiting_on.signal if payload.waiting_on else None,
+        wait_deadline=deadline,
+        agent_name=payload.agent,
+        expected_version=payload.expected_version,
+        reason=payload.reason,
+    )
+    return _json({
+        "step": step_to_dict(result.step),
+        "task": _task_brief(result.task),
+        "replayed": result.replayed,
+    })
+
+
+@router.post(
+    "/tasks/{task_id}/signals/{name}",
+    summary="Deliver a signal (API key, or the task's signal token)",
+    auth=[KeyOrSignalTokenBearer(), SignalTokenHeader(), SignalTokenQuery()],
+)
+def signal(
+    request: HttpRequest, task_id: UUID, name: str, payload: SignalIn | None = None
+) -> HttpResponse:
+    auth = request.auth  # type: ignore[attr-defined]
+    if isinstance(auth, SignalGrant):
+        if auth.task.pk != task_id:
+            # A token opens its own task only; anything else looks like a missing task.
+            raise NotFound("Task not found.", detail={"task_id": str(task_id)})
+        task, actor = auth.task, Actor.system("signal-token")
+    else:
+        task, actor = get_task_for_key(auth, task_id), Actor.for_key(auth)
+    payload = payload or SignalIn()
+    result = deliver_signal(
+        task,
+        name,
+        actor=actor,
+        payload=payload.payload,
+        error=payload.error.model_dump() if payload.error else None,
+        idempotency_key=payload.idempotency_key or request.headers.get("Idempotency-Key"),
+    )
+    body = {
+        "signal": {
+            "id": result.signal.pk,
+            "name": result.signal.name,
+            "received_at": result.signal.received_at.isoformat(),
+            "consumed": result.signal.consumed_at is not None,
+        },
+        "resolved_steps": [s.key for s in result.resolved],
+        "task": _task_brief(result.task),
+        "replayed": result.replayed,
+    }
+    # 202: stored, and no step waits on it yet; the first wait on this signal will consume it.
+    return _json(body, status=200 if result.resolved or result.replayed else 202)
+
+
+# --- Links ------------------------------------------------------------------------------------
+
+
+@router.get("/tasks/{task_id}/sessions", summary="The sessions linked to a task")
+def task_sessions(request: HttpRequest, task_id: UUID) -> HttpResponse:
+    task = _task(request, task_id)
+    return _json({"sessions": [
+        {"id": str(s.pk), "title": s.title, "agent": s.agent.name, "status": s.status,
+         "external_id": s.external_id}
+        for s in sessions_for_task(task)
+    ]})
+
+
+@router.post("/tasks/{task_id}/sessions", summary="Link sessions to a task")
+def link(request: HttpRequest, task_id: UUID, payload: LinkIn) -> HttpResponse:
+    task = _task(request, task_id)
+    linked = link_sessions(task, payload.session_ids, actor=_actor(request))
+    return _json({
+        "linked": [str(s.pk) for s in linked],
+        "session_ids": session_ids_for_task(task),
+    })
+
+
+@router.delete("/tasks/{task_id}/sessions/{session_id}", summary="Unlink a session from a task")
+def unlink(request: HttpRequest, task_id: UUID, session_id: UUID) -> HttpResponse:
+    task = _task(request, task_id)
+    removed = unlink_session(task, session_id, actor=_actor(request))
+    return _json({"unlinked": removed, "session_ids": session_ids_for_task(task)})
+
+
+@router.get("/sessions/{session_id}/tasks", summary="The tasks linked to a session")
+def session_tasks(request: HttpRequest, session_id: UUID) -> HttpResponse:
+    session = get_session_for_key(_key(request), session_id)
+    return _json({"tasks": [
+        task_to_dict(t, steps=list(t.steps.all())) for t in tasks_for_session(session)
+    ]})
+
+
+# --- Workflow definitions ---------------------------------------------------------------------
+
+
+@router.post("/workflows", summary="Register a workflow definition (a new version)")
+def register(request: HttpRequest, payload: WorkflowIn) -> HttpResponse:
+    api_key = _key(request)
+    data = payload.model_dump(by_alias=True)
+    definition, created = register_workflow_data(api_key.project, data, actor=_actor(request))
+    return _json(workflow_to_dict(definition), status=201 if created else 200)
+
+
+@router.get("/workflows", summary="Workflow definitions this project can start")
+def list_workflows(request: HttpRequest, params: Query[WorkflowQuery]) -> HttpResponse:
+    qs = visible_workflows(_key(request).project_id)
+    if params.name:
+        qs = qs.filter(name=params.name)
+    return _json({"workflows": [workflow_to_dict(d) for d in qs]})
+
+
+@router.get("/workflows/{name}", summary="One workflow definition (latest, or ?version=)")
+def read_workflow(request: HttpRequest, name: str, version: int | None = None) -> HttpResponse:
+    try:
+        definition = resolve_workflow(_key(request).project_id, name, version)
+    except UnknownWorkflow as exc:  # a 422 when creating a task; here, a page that is not there
+        raise NotFound(exc.message, detail=exc.detail) from None
+    return _json(workflow_to_dict(definition))

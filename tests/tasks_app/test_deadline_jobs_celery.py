@@ -1,0 +1,124 @@
+"""expire_step_deadlines on a real Celery worker, and fired by a real beat (DatabaseScheduler).
+
+Each test gets its own queue name so a worker started here never takes (or is given) jobs of
+other suites sharing this Redis.
+"""
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+from django_celery_beat.models import IntervalSchedule, PeriodicTask
+
+from tasks_app.models import Step
+from tasks_app.services.steps import update_step
+from tests.factories import make_task
+
+from .helpers import TESTER
+
+pytestmark = [pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+CELERY = str(Path(sys.executable).parent / "celery")
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        DJANGO_SETTINGS_MODULE="tests.settings",
+        SWITCHBOARD_TEST_DB_NAME=connection.settings_dict["NAME"],
+        PYTHONPATH=str(ROOT),
+    )
+    return env
+
+
+@contextmanager
+def celery_processes(queue: str, tmp_path: Path, *, beat: bool) -> Iterator[Path]:
+    """A worker consuming only `queue` (and a beat process, if asked); both stopped on exit."""
+    log = tmp_path / "celery.log"
+    commands = [[
+        CELERY, "-A", "config", "worker", "-Q", queue, "-n", f"{queue}@%h", "--pool", "solo",
+        "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat",
+    ]]
+    if beat:
+        commands.append([
+            CELERY, "-A", "config", "beat", "--loglevel", "INFO",
+            "--scheduler", "django_celery_beat.schedulers:DatabaseScheduler",
+            "--pidfile", str(tmp_path / "beat.pid"),
+        ])
+    with log.open("w") as out:
+        processes = [subprocess.Popen(c, cwd=ROOT, env=_env(), stdout=out,
+                                      stderr=subprocess.STDOUT) for c in commands]
+        try:
+            yield log
+        finally:
+            for process in processes:
+                process.terminate()
+            for process in processes:
+                try:
+                    process.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+
+
+def wait_until(predicate, log: Path, timeout: float = 45.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.25)
+    raise AssertionError(f"timed out; celery said:\n{log.read_text()[-4000:]}")
+
+
+def waiting_review(project, deadline):
+    task = make_task(project)
+    update_step(task, "review", status="waiting", attempt=1, actor=TESTER,
+                waiting_on="review_decision", wait_deadline=deadline)
+    return task
+
+
+def review_of(task) -> Step:
+    return Step.objects.get(task=task, key="review")
+
+
+def test_it_expires_due_waits_on_a_real_worker(transactional_db, project, tmp_path):
+    from config.celery import app
+
+    queue = f"sb-tasks-test-{uuid.uuid4().hex[:12]}"
+    due = waiting_review(project, timezone.now() - timedelta(seconds=1))
+    later = waiting_review(project, timezone.now() + timedelta(hours=1))
+    app.send_task("tasks_app.expire_step_deadlines", kwargs={"limit": 10}, queue=queue)
+    with celery_processes(queue, tmp_path, beat=False) as log:
+        wait_until(lambda: review_of(due).status != "waiting", log)
+    step = review_of(due)
+    assert (step.status, step.attempts, step.last_error["type"]) == ("pending", 1, "timeout")
+    assert review_of(later).status == "waiting"
+
+
+def test_it_expires_a_wait_when_beat_fires_after_the_deadline(transactional_db, project, tmp_path):
+    queue = f"sb-tasks-test-{uuid.uuid4().hex[:12]}"
+    # Only this test's schedule runs, every second, on this test's queue.
+    PeriodicTask.objects.update(enabled=False)
+    every_second, _ = IntervalSchedule.objects.get_or_create(every=1, period="seconds")
+    PeriodicTask.objects.create(name=f"expire for {queue}", task="tasks_app.expire_step_deadlines",
+                                interval=every_second, queue=queue, kwargs="{}")
+    deadline = timezone.now() + timedelta(seconds=3)
+    soon = waiting_review(project, deadline)
+    later = waiting_review(project, timezone.now() + timedelta(hours=1))
+    with celery_processes(queue, tmp_path, beat=True) as log:
+        wait_until(lambda: review_of(soon).status != "waiting", log)
+    step = review_of(soon)
+    assert step.last_error["type"] == "timeout"
+    assert step.last_error["detail"]["deadline"] == deadline.isoformat()
+    assert step.updated_at >= deadline  # not a moment before the deadline
+    assert review_of(later).status == "waiting"

@@ -1,0 +1,53 @@
+"""Task history is append-only in the database itself, and broadcasts wait for commit."""
+
+import json
+
+import pytest
+from django.db import DatabaseError, transaction
+
+from sessions_app import realtime
+from tasks_app.errors import InvalidTransition
+from tasks_app.models import TaskHistory
+from tasks_app.services.transitions import transition_task
+from tests.factories import make_task
+
+from .helpers import TESTER
+
+
+def test_it_refuses_to_update_a_history_row(project):
+    task = make_task(project)
+    entry = TaskHistory.objects.get(task=task)
+    with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
+        TaskHistory.objects.filter(pk=entry.pk).update(reason="rewritten")
+    with pytest.raises(DatabaseError), transaction.atomic():
+        entry.reason = "rewritten"
+        entry.save()
+    entry.refresh_from_db()
+    assert entry.reason == ""
+
+
+def test_it_broadcasts_a_transition_to_the_task_and_project_groups_after_commit(
+    project, monkeypatch, django_capture_on_commit_callbacks
+):
+    sent = []
+    monkeypatch.setattr(realtime, "_send_rollback_unsafe",
+                        lambda groups, msg: sent.append((groups, json.loads(json.dumps(msg)))))
+    task = make_task(project)
+    with django_capture_on_commit_callbacks(execute=True):
+        transition_task(task, "sent_for_review", actor=TESTER)
+    assert sent == [(
+        [f"task-{task.pk}", f"project-{project.pk}"],
+        {"type": "task.transition", "from": "draft_created", "to": "sent_for_review",
+         "version": 2, "task_id": str(task.pk), "project_id": project.pk},
+    )]
+
+
+def test_it_broadcasts_nothing_for_a_refused_transition(
+    project, monkeypatch, django_capture_on_commit_callbacks
+):
+    sent = []
+    monkeypatch.setattr(realtime, "_send_rollback_unsafe", lambda *a: sent.append(a))
+    task = make_task(project)
+    with django_capture_on_commit_callbacks(execute=True), pytest.raises(InvalidTransition):
+        transition_task(task, "published", actor=TESTER)
+    assert sent == []
