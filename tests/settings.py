@@ -35,3 +35,6 @@ else:
 
 if CHANNEL_LAYERS["default"]["BACKEND"] == "channels_redis.core.RedisChannelLayer":
     CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = "switchboard-test"
+
+# WhiteNoise warns on every request when STATIC_ROOT is missing (tests never collectstatic).
+STATIC_ROOT.mkdir(exist_ok=True)  # noqa: F405

@@ -16,6 +16,7 @@ from sessions_app.services.events import EventDraft, append_events
 from sessions_app.services.lifecycle import transition_session
 from sessions_app.services.projects import add_member, create_project
 from sessions_app.services.sessions import fork_session, open_session
+from tasks_app.demo import build_demo_tasks
 
 DEMO_PROJECT = "demo"
 DEMO_USERS = [
@@ -42,6 +43,7 @@ class Command(BaseCommand):
         self._ensure_users(project)
         if created:
             build_demo(project, random.Random(seed), long_log=long_log)
+            build_demo_tasks(project)
             self.stdout.write(self.style.SUCCESS(f"Demo project {DEMO_PROJECT!r} created."))
         else:
             self.stdout.write(f"Demo project {DEMO_PROJECT!r} already there; left as it is.")

@@ -102,6 +102,12 @@ class Simulator:
                 return
             self.sessions[agent] = current = {"id": opened["id"], "turn": 0, "status": "open"}
             self.log(f"{agent}: opened {opened['id']}")
+            if agent == "research-writer":
+                task = self.api.call("POST", "/tasks", {
+                    "workflow": "research_report", "session_ids": [opened["id"]],
+                    "params": {"question": "How do agent frameworks store sessions?"},
+                })
+                current["task_id"] = task.get("id")
         sid = current["id"]
         current["turn"] += 1
         turn = current["turn"]
@@ -120,6 +126,8 @@ class Simulator:
         if turn % 4 == 0:
             events.append({"kind": "fact", "content": {"key": "last_checkpoint", "value": turn}})
         self.api.call("POST", f"/sessions/{sid}/events", {"events": events})
+        if current.get("task_id"):
+            self.advance_task(current["task_id"], turn)
         roll = self.rng.random()
         if turn > 6 and roll < 0.15:
             result = self.api.call("POST", f"/sessions/{sid}/pause",
@@ -128,3 +136,29 @@ class Simulator:
         elif turn > 12 and roll > 0.9:
             result = self.api.call("POST", f"/sessions/{sid}/close", {"reason": "done"})
             current["status"] = result.get("status", "closed")
+
+    # The research pipeline, one step of progress every couple of turns: a step runs, sometimes
+    # fails once and is retried, then succeeds with structured outputs; the task moves on.
+    PIPELINE = [("research", "draft"), ("draft", "submit"), ("review", "approve"),
+                ("publish", "publish")]
+
+    def advance_task(self, task_id: str, turn: int) -> None:
+        if turn % 2:
+            return
+        stage = (turn // 2 - 1) // 2
+        if stage >= len(self.PIPELINE):
+            return
+        step, transition = self.PIPELINE[stage]
+        path = f"/tasks/{task_id}/steps/{step}"
+        if (turn // 2) % 2 == 1:
+            self.api.call("PUT", path, {"status": "running", "agent": "research-writer"})
+            if self.rng.random() < 0.3:
+                self.api.call("PUT", path, {"status": "failed", "error": {
+                    "type": "rate_limited", "message": "search API answered 429",
+                    "detail": {"retry_after": 2}}})
+            return
+        self.api.call("PUT", path, {"status": "running", "agent": "research-writer"})
+        outputs = {"turn": turn, "summary": f"{step} done", "items": self.rng.randint(1, 9)}
+        self.api.call("PUT", path, {"status": "succeeded", "outputs": outputs,
+                                    "branch": transition if step == "review" else None})
+        self.api.call("POST", f"/tasks/{task_id}/transitions", {"transition": transition})
