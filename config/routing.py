@@ -1,3 +1,15 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
 
-websocket_urlpatterns: list = []
+from sessions_app.consumers import ProjectConsumer, SessionConsumer
+from tasks_app.consumers import TaskConsumer, TaskListConsumer
+
+websocket_urlpatterns = [
+    # The overview (?view=overview) and the sessions list (?view=sessions&<its filters>).
+    path("ws/projects/<int:project_id>/", ProjectConsumer.as_asgi()),
+    # The session page (?order=&kind=&tier=&after_seq=<head shown>&rows=1|0).
+    path("ws/sessions/<uuid:session_id>/", SessionConsumer.as_asgi()),
+    # The tasks list (?<its filters and cursor>) and the task page
+    # (?after=<newest history id shown>&step=&kind=&rows=1|0).
+    path("ws/projects/<int:project_id>/tasks/", TaskListConsumer.as_asgi()),
+    path("ws/tasks/<uuid:task_id>/", TaskConsumer.as_asgi()),
+]

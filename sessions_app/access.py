@@ -30,7 +30,12 @@ def get_session_for_key(api_key: ApiKey, session_id: Any) -> Session:
 def membership_for(user: AbstractBaseUser | AnonymousUser, project_id: int) -> Membership | None:
     if not user.is_authenticated:
         return None
-    return Membership.objects.filter(user=user, project_id=project_id).first()
+    # The project rides along: every dashboard page shows its name.
+    return (
+        Membership.objects.select_related("project")
+        .filter(user=user, project_id=project_id)
+        .first()
+    )
 
 
 def require_role(

@@ -259,6 +259,14 @@ class Event(models.Model):
                 condition=Q(tier="durable"),
                 name="event_durable_seq",
             ),
+            # A session's lifecycle timeline and a paused session's pause time (dashboard
+            # session page, queries.lifecycle_changes / waiting_sessions): a few rows per
+            # session, where the durable index would walk every fact and decision.
+            models.Index(
+                fields=["session", "seq"],
+                condition=Q(kind="lifecycle"),
+                name="event_lifecycle_seq",
+            ),
         ]
 
     def __str__(self) -> str:

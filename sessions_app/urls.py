@@ -7,5 +7,18 @@ app_name = "dashboard"
 urlpatterns = [
     path("", views.home, name="home"),
     path("switch/", views.switch_project, name="switch_project"),
+    # Project-scoped pages (viewer and up).
     path("p/<int:project_id>/", views.overview, name="overview"),
+    path("p/<int:project_id>/sessions/", views.session_list, name="session_list"),
+    # One session (viewer and up to read and export; operator and up to act).
+    path("sessions/<uuid:session_id>/", views.session_detail, name="session_detail"),
+    path("sessions/<uuid:session_id>/events/", views.session_events, name="session_events"),
+    path("sessions/<uuid:session_id>/inspector/", views.session_inspector,
+         name="session_inspector"),
+    path("sessions/<uuid:session_id>/export.jsonl", views.session_export,
+         name="session_export"),
+    path("sessions/<uuid:session_id>/pause/", views.session_pause, name="session_pause"),
+    path("sessions/<uuid:session_id>/resume/", views.session_resume, name="session_resume"),
+    path("sessions/<uuid:session_id>/close/", views.session_close, name="session_close"),
+    path("sessions/<uuid:session_id>/fork/", views.session_fork, name="session_fork"),
 ]

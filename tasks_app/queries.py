@@ -10,7 +10,8 @@ from sessions_app.models import Project, Session
 from sessions_app.queries import decode_cursor, encode_cursor
 
 from .errors import InvalidInput
-from .models import Step, Task, TaskHistory, TaskSession
+from .models import Step, Task, TaskHistory, TaskSession, WorkflowDefinition
+from .workflows import BUILTIN_WORKFLOWS, spec_from_stored
 
 
 @dataclass
@@ -72,6 +73,67 @@ def recent_history(task: Task, *, limit: int = 50) -> list[TaskHistory]:
     rows = list(TaskHistory.objects.filter(task=task).order_by("-id")[:limit])
     rows.reverse()
     return rows
+
+
+@dataclass
+class HistorySlice:
+    rows: list[TaskHistory]  # newest first
+    has_more: bool  # older rows exist beyond the last one
+
+
+def history_slice(
+    task: Task,
+    *,
+    before_id: int | None = None,
+    after_id: int | None = None,
+    step: str | None = None,
+    kind: str | None = None,
+    limit: int = 50,
+) -> HistorySlice:
+    """History rows of `task` with after_id < id < before_id, newest first, optionally of one
+    step or one kind (walks taskhistory_task_recent, keyset on id: no OFFSET)."""
+    qs = TaskHistory.objects.filter(task=task)
+    if before_id is not None:
+        qs = qs.filter(id__lt=before_id)
+    if after_id is not None:
+        qs = qs.filter(id__gt=after_id)
+    if step:
+        qs = qs.filter(step_key=step)
+    if kind:
+        qs = qs.filter(kind=kind)
+    rows = list(qs.order_by("-id")[: limit + 1])
+    return HistorySlice(rows=rows[:limit], has_more=len(rows) > limit)
+
+
+def latest_history_id(task: Task) -> int:
+    return TaskHistory.objects.filter(task=task).order_by("-id").values_list(
+        "id", flat=True
+    ).first() or 0
+
+
+@dataclass
+class WorkflowChoices:
+    names: list[tuple[str, str]]  # (name, title)
+    states: list[str]  # every state of every visible version, first seen first
+
+
+def workflow_choices(project: Project | int) -> WorkflowChoices:
+    """The workflows a project's tasks can run (its own and the built-ins) and their states,
+    for the tasks list's filters. One query; a read only (nothing is registered here, and the
+    built-ins count even before their first task registers them)."""
+    definitions = WorkflowDefinition.objects.filter(
+        Q(project=project) | Q(project__isnull=True)
+    ).order_by("name", "version").only("name", "title", "definition", "content_hash")
+    names: dict[str, str] = {}
+    states: dict[str, None] = {}
+    for spec in BUILTIN_WORKFLOWS.values():
+        names[spec.name] = spec.title or spec.name
+        states.update(dict.fromkeys(spec.states))
+    for definition in definitions:
+        names[definition.name] = definition.title or definition.name
+        states.update(dict.fromkeys(spec_from_stored(definition.definition,
+                                                     definition.content_hash).states))
+    return WorkflowChoices(names=sorted(names.items()), states=list(states))
 
 
 def session_ids_for_task(task: Task) -> list[str]:

@@ -5,9 +5,10 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
+from .. import fastpath
 from ..actors import Actor
 from ..models import ApiKey, Membership, Project, Role
 from .audit import record_audit
@@ -63,16 +64,37 @@ def revoke_api_key(api_key: ApiKey, *, actor: Actor) -> ApiKey:
     return api_key
 
 
+def _active_key(prefix: str) -> ApiKey | None:
+    """The unrevoked key with this prefix, its project loaded: once per API request."""
+    if not fastpath.is_postgresql():
+        return (
+            ApiKey.objects.select_related("project")
+            .filter(prefix=prefix, revoked_at__isnull=True)
+            .first()
+        )
+    key_columns, key_fields = fastpath.select_list(ApiKey, "k")
+    project_columns, project_fields = fastpath.select_list(Project, "p")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {key_columns}, {project_columns} FROM sessions_app_apikey k"
+            " JOIN sessions_app_project p ON p.id = k.project_id"
+            " WHERE k.prefix = %s AND k.revoked_at IS NULL",
+            [prefix],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    api_key = fastpath.instance_from_row(ApiKey, key_fields, row[: len(key_fields)])
+    api_key.project = fastpath.instance_from_row(Project, project_fields, row[len(key_fields):])
+    return api_key
+
+
 def authenticate_api_key(raw_key: str) -> ApiKey | None:
     """The active key matching `raw_key`, or None. Touches last_used_at at most once a minute."""
     if not raw_key.startswith(KEY_PREFIX):
         return None
     prefix, _, _ = raw_key[len(KEY_PREFIX):].partition("_")
-    api_key = (
-        ApiKey.objects.select_related("project")
-        .filter(prefix=prefix, revoked_at__isnull=True)
-        .first()
-    )
+    api_key = _active_key(prefix)
     if api_key is None or not hmac.compare_digest(api_key.hashed_secret, hash_secret(raw_key)):
         return None
     now = timezone.now()

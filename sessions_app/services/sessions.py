@@ -1,13 +1,16 @@
-"""Opening and forking sessions."""
+"""Opening, forking and exporting sessions."""
 
+from collections.abc import AsyncIterator
 from decimal import Decimal
 from typing import Any
 
 from django.db import IntegrityError, transaction
 
+from .. import realtime
 from ..actors import Actor
 from ..errors import InvalidInput
 from ..models import Agent, Project, Session, SessionStatus
+from ..queries import aiter_events_json
 from .audit import record_audit
 
 
@@ -57,6 +60,7 @@ def open_session(
                 project, actor=actor, action="session.open", target_type="session",
                 target_id=session.pk, detail={"agent": agent_name, "external_id": external_id},
             )
+            realtime.broadcast_on_commit(session, {"type": "session.opened"})
     except IntegrityError:
         # The same external_id opened concurrently: the constraint picked one winner.
         if external_id is None:
@@ -101,4 +105,19 @@ def fork_session(
             parent.project_id, actor=actor, action="session.fork", target_type="session",
             target_id=fork.pk, detail={"parent": str(parent.pk), "at_seq": at_seq},
         )
+        realtime.broadcast_on_commit(
+            fork, {"type": "session.opened", "parent_id": str(parent.pk), "fork_seq": at_seq}
+        )
     return fork
+
+
+def export_session(session: Session, *, actor: Actor) -> AsyncIterator[dict[str, Any]]:
+    """Record who exported the session and return its visible log up to the current head.
+
+    The rows (slice rows, content as stored) are read in keyset chunks while they stream.
+    """
+    record_audit(
+        session.project_id, actor=actor, action="session.export", target_type="session",
+        target_id=session.pk, detail={"head_seq": session.head_seq},
+    )
+    return aiter_events_json(session)

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 
 from ..errors import InvalidInput
 from ..models import Event, EventKind, Session, Snapshot
@@ -89,6 +89,8 @@ def state_at(session: Session, at_seq: int | None = None) -> FoldedState:
             f"at_seq must be between 0 and the head ({session.head_seq}).",
             detail={"at_seq": at_seq, "head_seq": session.head_seq},
         )
+    if connection.vendor == "postgresql":
+        return _state_at_pg(session, at_seq)
     snapshot = nearest_snapshot(session, at_seq)
     folded = FoldedState(seq=0)
     if snapshot is not None:
@@ -107,6 +109,53 @@ def state_at(session: Session, at_seq: int | None = None) -> FoldedState:
     )
     for seq, kind, content in rows:
         folded.apply(seq, kind, content)
+    folded.seq = at_seq
+    return folded
+
+
+def _lineage_where(session: Session, *, after: int, upto: int) -> tuple[str, list[Any]]:
+    """`queries.lineage_q(session, after=…, upto=…)` as SQL: one range per lineage segment."""
+    parts: list[str] = []
+    params: list[Any] = []
+    for segment_id, lower, segment_upto in session.lineage_segments():
+        low = max(lower, after)
+        high = upto if segment_upto is None else min(upto, segment_upto)
+        if high <= low:
+            continue
+        parts.append("(session_id = %s AND seq > %s AND seq <= %s)")
+        params.extend([segment_id, low, high])
+    return (" OR ".join(parts) or "FALSE"), params
+
+
+def _state_at_pg(session: Session, at_seq: int) -> FoldedState:
+    """`state_at` in two fixed statements (the state endpoint's hot path), same result.
+
+    The nearest snapshot walks the unique index (session_id, seq) backwards; the fold reads at
+    most one snapshot interval of the primary key. JSON arrives as text and is decoded here,
+    as the ORM would.
+    """
+    where, params = _lineage_where(session, after=0, upto=at_seq)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT seq, state, facts, summary FROM sessions_app_snapshot"
+            f" WHERE {where} ORDER BY seq DESC LIMIT 1",
+            params,
+        )
+        snapshot = cursor.fetchone()
+        folded = FoldedState(seq=0)
+        if snapshot is not None:
+            seq, state, facts, summary = snapshot
+            folded = FoldedState(
+                seq=seq, state=json.loads(state), facts=json.loads(facts), summary=summary
+            )
+        where, params = _lineage_where(session, after=folded.seq, upto=at_seq)
+        cursor.execute(
+            f"SELECT seq, kind, content FROM sessions_app_event WHERE ({where})"
+            " AND kind IN (%s, %s) ORDER BY seq",
+            [*params, *(str(kind) for kind in FOLDED_KINDS)],
+        )
+        for seq, kind, content in cursor.fetchall():
+            folded.apply(seq, kind, json.loads(content))
     folded.seq = at_seq
     return folded
 

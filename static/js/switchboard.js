@@ -25,6 +25,34 @@
   document.addEventListener("htmx:load", function (e) { relativize(e.target); });
   setInterval(function () { relativize(document); }, 30000);
 
+  // Time travel: the range slider and the number input show the same seq.
+  document.addEventListener("input", function (e) {
+    var other = e.target.getAttribute && e.target.getAttribute("data-sync");
+    if (other) {
+      var el = document.getElementById(other);
+      if (el) el.value = e.target.value;
+    }
+  });
+
+  // A live header carries the session's head seq: let the time-travel inputs reach it.
+  function followHead() {
+    var header = document.querySelector("[data-head-seq]");
+    if (!header) return;
+    var head = header.getAttribute("data-head-seq");
+    document.querySelectorAll("input[data-follow-head]").forEach(function (el) { el.max = head; });
+  }
+  document.addEventListener("htmx:oobAfterSwap", followHead);
+
+  // Live rows are inserted, never replaced: a reconnecting socket catches up from the page's
+  // first head, so drop any row the page already shows.
+  document.addEventListener("htmx:oobBeforeSwap", function (e) {
+    var fragment = e.detail && e.detail.fragment;
+    if (!fragment || !fragment.querySelectorAll) return;
+    fragment.querySelectorAll("[data-live-row][id]").forEach(function (row) {
+      if (document.getElementById(row.id)) row.remove();
+    });
+  });
+
   // Websocket status dot.
   document.addEventListener("htmx:wsOpen", function () {
     document.querySelectorAll(".live-dot").forEach(function (d) { d.classList.add("on"); d.title = "Live"; });

@@ -2,17 +2,29 @@
 
 import json
 
+from asgiref.sync import async_to_sync
+
 from sessions_app.actors import Actor
+from sessions_app.models import AuditEntry
 from sessions_app.services.events import EventDraft, append_events
 from sessions_app.services.sessions import fork_session
 from tests.factories import make_session
 
 
-def _lines(response) -> list[dict]:
+def _read(response) -> bytes:
     assert response.status_code == 200
     assert response.streaming  # never built whole in memory
     assert response["Content-Type"].startswith("application/x-ndjson")
-    raw = b"".join(response.streaming_content).decode()
+    assert response.is_async  # ASGI streams an async iterator chunk by chunk; a sync one whole
+
+    async def collect() -> bytes:
+        return b"".join([chunk async for chunk in response.streaming_content])
+
+    return async_to_sync(collect)()
+
+
+def _lines(response) -> list[dict]:
+    raw = _read(response).decode()
     assert raw.endswith("\n")
     return [json.loads(line) for line in raw.splitlines()]
 
@@ -34,6 +46,8 @@ def test_it_streams_every_event_once_in_order(api, project):
     assert lines[0]["kind"] == "message" and lines[0]["role"] == "user"
     assert lines[-1]["content"] == {"key": "k", "value": [1, None]}
     assert {line["session_id"] for line in lines} == {str(session.pk)}
+    audit = AuditEntry.objects.get(action="session.export", target_id=str(session.pk))
+    assert audit.actor.startswith("key:") and audit.detail == {"head_seq": 2401}
     assert set(lines[0]) >= {"seq", "kind", "tier", "role", "content", "tokens", "cost",
                              "actor", "idempotency_key", "created_at", "session_id"}
 
@@ -57,6 +71,4 @@ def test_it_exports_a_fork_with_its_parents_prefix(api, project):
 
 def test_it_exports_an_empty_session_as_an_empty_stream(api, project):
     session = make_session(project)
-    response = api.get(f"/sessions/{session.pk}/export")
-    assert response.status_code == 200
-    assert b"".join(response.streaming_content) == b""
+    assert _read(api.get(f"/sessions/{session.pk}/export")) == b""

@@ -1,0 +1,89 @@
+from datetime import timedelta
+
+from django.core.cache import cache
+from django.urls import reverse
+from django.utils import timezone
+
+from sessions_app.actors import Actor
+from sessions_app.queries import events_per_minute
+from sessions_app.services.lifecycle import close_session, pause_session
+from tests.factories import make_session
+
+from .conftest import append, message
+
+
+def overview(team, who="viewer", **headers):
+    return team.client(who).get(reverse("dashboard:overview", args=[team.project.pk]), **headers)
+
+
+def test_it_counts_sessions_by_status_and_lists_the_longest_waits(team, session):
+    first = make_session(team.project, title="Waiting since long")
+    second = make_session(team.project, title="Waiting since now")
+    pause_session(first, actor=Actor.system("t"), reason="need approval")
+    pause_session(second, actor=Actor.system("t"))
+    close_session(make_session(team.project), actor=Actor.system("t"))
+    make_session(team.other_project)  # not counted
+    response = overview(team)
+    assert response.status_code == 200
+    counts = {status: n for status, _, n in response.context["status_counts"]}
+    assert counts == {"open": 1, "paused": 2, "resumed": 0, "closed": 1, "archived": 0}
+    assert response.context["total_sessions"] == 4
+    assert [s.title for s in response.context["waiting"]] == ["Waiting since long",
+                                                              "Waiting since now"]
+    assert response.context["oldest_wait"] == response.context["waiting"][0].paused_since
+    page = response.content.decode()
+    assert "Waiting since long" in page
+    assert 'data-relative' in page  # times are relative, exact on hover
+
+
+def test_it_lists_recent_lifecycle_changes_of_this_project_only(team, session):
+    pause_session(session, actor=Actor.system("t"), reason="<i>ask</i> a human")
+    make_session(team.other_project, title="Elsewhere")
+    changes = overview(team).context["recent_changes"]
+    assert [c.verb for c in changes] == ["paused", "opened"]
+    assert changes[0].reason == "<i>ask</i> a human"
+    page = overview(team).content.decode()
+    assert "&lt;i&gt;ask&lt;/i&gt; a human" in page
+    assert "Elsewhere" not in page
+
+
+def test_it_shows_friendly_empty_states(team):
+    page = overview(team).content.decode()
+    assert "No session is waiting for a human" in page
+    assert "No events in the last hour" in page
+
+
+def test_it_counts_events_per_minute_of_the_last_hour_only(team, session):
+    other = make_session(team.other_project)
+    append(other, message("not ours"))
+    now = timezone.now()
+    counts = events_per_minute(team.project, now=now)
+    assert len(counts) == 60
+    assert counts[-1] == 6  # the fixture's six events, this minute
+    assert sum(counts) == 6
+    assert sum(events_per_minute(team.project, now=now + timedelta(hours=2))) == 0
+
+
+def test_it_renders_the_chart_as_inline_svg_and_serves_it_to_htmx_polls(team, session):
+    cache.clear()
+    response = overview(team, headers={"HX-Request": "true", "HX-Target": "events-chart"})
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert body.lstrip().startswith('<section id="events-chart"')
+    assert "<svg" in body and "<rect" in body and "6 events in the last hour" in body
+    assert "<html" not in body
+    assert response["Vary"].count("HX-Request")
+
+
+def test_it_keeps_the_overview_cheap(team, session, django_assert_max_num_queries):
+    for _ in range(5):
+        make_session(team.project)
+    cache.clear()
+    client = team.client("viewer")
+    url = reverse("dashboard:overview", args=[team.project.pk])
+    client.get(url)  # the first visit remembers the project in the session (one write)
+    cache.clear()
+    # Sign-in (2), membership (1), projects menu (1), GROUP BY status (1), waiting (1),
+    # recent changes (2), events per minute (1): nothing grows with the data.
+    with django_assert_max_num_queries(9):
+        assert client.get(url).status_code == 200

@@ -1,0 +1,160 @@
+"""The append's write paths, committed for real (`transactional_db`).
+
+Outside a transaction an API append of a few events to a session without a budget is one
+statement (UPDATE … RETURNING and INSERT in one WITH, services.events._append_in_one_statement);
+a budgeted session, a refusal, or a larger batch takes the transactional path (UPDATE, then an
+INSERT or a COPY). Tests under the usual `db` fixture run inside a transaction and so only see
+the latter: these run the same promises through each path.
+"""
+
+from decimal import Decimal
+
+import pytest
+from django.db import connection
+
+from sessions_app.models import AuditEntry, Event, Session, Snapshot
+from sessions_app.services import events as events_service
+from tests.factories import make_session
+
+pytestmark = pytest.mark.skipif(
+    connection.vendor != "postgresql", reason="the one-statement path is PostgreSQL's"
+)
+
+
+@pytest.fixture
+def session(transactional_db, project):
+    return make_session(project)
+
+
+@pytest.fixture
+def statements(monkeypatch):
+    """Which path each append took: "one" (one statement) or "tx" (transactional)."""
+    taken: list[str] = []
+    one, tx = events_service._append_in_one_statement, events_service.insert_events_locked
+
+    def spy_one(*args, **kwargs):
+        written = one(*args, **kwargs)
+        taken.append("one" if written is not None else "one-declined")
+        return written
+
+    def spy_tx(*args, **kwargs):
+        taken.append("tx")
+        return tx(*args, **kwargs)
+
+    monkeypatch.setattr(events_service, "_append_in_one_statement", spy_one)
+    monkeypatch.setattr(events_service, "insert_events_locked", spy_tx)
+    return taken
+
+
+def _rows(session: Session) -> list[tuple]:
+    return list(Event.objects.filter(session=session).order_by("seq").values_list(
+        "seq", "kind", "tier", "role", "content", "text", "tokens", "cost", "idempotency_key"))
+
+
+def test_it_writes_a_small_append_in_one_statement(api, session, statements):
+    first = api.post(f"/sessions/{session.pk}/events", {"events": [
+        {"kind": "message", "role": "user", "content": {"text": "héllo 'x' \\ y"}, "tokens": 5,
+         "cost": "0.25"},
+        {"kind": "fact", "content": {"key": "lang", "value": "en"}},
+    ]})
+    assert first.status_code == 201, first.content
+    assert first.json()["head_seq"] == 2 and first.json()["status"] == "open"
+    second = api.post(f"/sessions/{session.pk}/events", {"events": [{"kind": "note"}]})
+    assert [e["seq"] for e in second.json()["events"]] == [3]
+    assert statements == ["one", "one"]
+    assert _rows(session) == [
+        (1, "message", "transient", "user", {"text": "héllo 'x' \\ y"}, "héllo 'x' \\ y", 5,
+         Decimal("0.25"), None),
+        (2, "fact", "durable", "", {"key": "lang", "value": "en"}, "lang: en", 0, Decimal(0), None),
+        (3, "note", "transient", "", {}, "", 0, Decimal(0), None),
+    ]
+    session.refresh_from_db()
+    assert (session.head_seq, session.tokens_used, session.cost_used) == (3, 5, Decimal("0.25"))
+
+
+def test_it_replays_idempotency_keys_on_the_one_statement_path(api, session, statements):
+    api.post(f"/sessions/{session.pk}/events", {"events": [
+        {"kind": "note", "content": {"n": 1}, "idempotency_key": "a"}]})
+    again = api.post(f"/sessions/{session.pk}/events", {"events": [
+        {"kind": "note", "content": {"n": 2}}, {"kind": "note", "idempotency_key": "a"}]})
+    assert again.status_code == 201
+    assert [(e["seq"], e["replayed"]) for e in again.json()["events"]] == [(2, False), (1, True)]
+    assert statements == ["one", "one"]
+    assert [r[0] for r in _rows(session)] == [1, 2]
+
+
+def test_it_leaves_refusals_to_the_transactional_path_and_writes_nothing(
+    api, session, other_api, statements
+):
+    api.post(f"/sessions/{session.pk}/events", {"events": [{"kind": "note"}]})
+    before = _rows(session)
+    stale = api.post(f"/sessions/{session.pk}/events",
+                     {"events": [{"kind": "note"}], "expected_head_seq": 0})
+    assert stale.status_code == 409
+    assert stale.json()["error"]["detail"] == {"expected_head_seq": 0, "head_seq": 1}
+    # Another project's session, through its own key: 404, as if it did not exist.
+    foreign = other_api.post(f"/sessions/{session.pk}/events", {"events": [{"kind": "note"}]})
+    assert foreign.status_code == 404
+    assert foreign.json()["error"]["detail"] == {"session_id": str(session.pk)}
+    # An unknown session is a 404 before the events are checked, as it always was.
+    unknown = api.post("/sessions/00000000-0000-4000-8000-000000000000/events",
+                       {"events": [{"kind": "telepathy"}]})
+    assert unknown.status_code == 404
+    closed = api.post(f"/sessions/{session.pk}/close", {"reason": "done"})
+    assert closed.status_code == 200
+    late = api.post(f"/sessions/{session.pk}/events", {"events": [{"kind": "note"}]})
+    assert late.status_code == 409 and late.json()["error"]["code"] == "session_not_writable"
+    assert [r[:2] for r in _rows(session)] == [*[r[:2] for r in before], (2, "lifecycle")]
+    assert statements.count("one") == 1 and "tx" in statements
+
+
+def test_it_pauses_an_over_budget_session_in_the_same_transaction(
+    transactional_db, api, project, statements
+):
+    opened = api.post("/sessions", {"agent": "spender", "budget": {"max_tokens": 10}})
+    session = Session.objects.get(pk=opened.json()["id"])
+    over = api.post(f"/sessions/{session.pk}/events",
+                    {"events": [{"kind": "message", "tokens": 11}]})
+    assert over.status_code == 201 and over.json()["status"] == "paused"
+    assert statements[:2] == ["one-declined", "tx"]
+    assert [r[1] for r in _rows(session)] == ["message", "lifecycle"]
+    assert AuditEntry.objects.filter(target_id=str(session.pk), action="session.paused").exists()
+
+
+def test_it_copies_a_larger_batch_and_snapshots_each_boundary(
+    api, session, statements, settings
+):
+    settings.SWITCHBOARD_SNAPSHOT_EVERY = 10
+    batch = [{"kind": "state", "content": {"n": i}} for i in range(25)]
+    response = api.post(f"/sessions/{session.pk}/events", {"events": batch})
+    assert response.status_code == 201
+    assert statements == ["tx"]
+    assert [r[0] for r in _rows(session)] == list(range(1, 26))
+    assert list(Snapshot.objects.filter(session=session).order_by("seq").values_list(
+        "seq", "state")) == [(10, {"n": 9}), (20, {"n": 19})]
+    small = api.post(f"/sessions/{session.pk}/events", {"events": [{"kind": "note"}] * 5})
+    assert small.json()["head_seq"] == 30 and statements == ["tx", "one"]
+    assert Snapshot.objects.filter(session=session, seq=30).exists()
+
+
+def test_it_refuses_a_duplicate_key_written_meanwhile_on_either_path(session, statements):
+    """The unique constraint backs the look-up: a key written between look-up and write."""
+    from sessions_app.actors import Actor
+    from sessions_app.services.events import EventDraft, append_events
+
+    actor = Actor.system("test")
+    append_events(session, [EventDraft(kind="note", idempotency_key="k")], actor=actor)
+    for size in (1, 12):  # one statement, then COPY
+        drafts = [EventDraft(kind="note") for _ in range(size - 1)]
+        drafts.append(EventDraft(kind="note", idempotency_key="k"))
+        # Hide the earlier row from the look-up, as a concurrent writer's would be.
+        original = events_service._originals_by_key
+        events_service._originals_by_key = lambda s, keys: {}
+        try:
+            with pytest.raises(Exception) as raised:
+                append_events(session, drafts, actor=actor)
+        finally:
+            events_service._originals_by_key = original
+        assert "IntegrityError" in type(raised.value).__name__
+    session.refresh_from_db()
+    assert session.head_seq == 1 and [r[0] for r in _rows(session)] == [1]
