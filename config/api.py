@@ -1,15 +1,18 @@
 """The agent API (v1): one NinjaAPI, API-key auth, one error shape for every failure."""
 
 import logging
+import math
+import time
 
 from django.conf import settings
+from django.core.cache import cache
 from django.core.exceptions import RequestDataTooBig
 from django.db import DatabaseError, DataError, InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, Throttled, ValidationError
 from ninja.security import HttpBearer
-from ninja.throttling import AuthRateThrottle
+from ninja.throttling import BaseThrottle
 
 from config.middleware import error_response
 from sessions_app.errors import DomainError
@@ -24,9 +27,34 @@ class ApiKeyAuth(HttpBearer):
         return authenticate_api_key(token)
 
 
-def _throttles() -> list[AuthRateThrottle]:
+class ApiKeyRateThrottle(BaseThrottle):
+    """At most `per_minute` requests per API key in each clock minute, counted in the cache.
+
+    A fixed window counted with the cache's atomic incr (Redis INCR in production), so several
+    server processes share one count; ninja's SimpleRateThrottle reads, edits and writes back
+    a list, which loses counts when requests of one key arrive together.
+    """
+
+    def __init__(self, per_minute: int) -> None:
+        self.per_minute = per_minute
+
+    def allow_request(self, request: HttpRequest) -> bool:
+        api_key = getattr(request, "auth", None)
+        if not isinstance(api_key, ApiKey):
+            return True  # unauthenticated requests are refused by auth, not counted here
+        now = time.time()
+        self.retry_after = 60 - now % 60
+        counter = f"api-rate:{api_key.prefix}:{int(now // 60)}"
+        cache.add(counter, 0, timeout=120)
+        return cache.incr(counter) <= self.per_minute
+
+    def wait(self) -> float:
+        return self.retry_after
+
+
+def _throttles() -> list[BaseThrottle]:
     rate = settings.SWITCHBOARD_API_RATE_PER_MINUTE
-    return [AuthRateThrottle(f"{rate}/m")] if rate > 0 else []
+    return [ApiKeyRateThrottle(rate)] if rate > 0 else []
 
 
 api = NinjaAPI(
@@ -64,10 +92,10 @@ def authentication_error(request: HttpRequest, exc: AuthenticationError) -> Http
 @api.exception_handler(Throttled)
 def throttled(request: HttpRequest, exc: Throttled) -> HttpResponse:
     response = error_response(
-        429, "rate_limited", "Too many requests for this API key.", {"retry_after": exc.wait}
+        429, "rate_limited", "Too many requests for this API key.", {"retry_after": math.ceil(exc.wait or 0)}
     )
     if exc.wait:
-        response["Retry-After"] = str(int(exc.wait))
+        response["Retry-After"] = str(math.ceil(exc.wait))
     return response
 
 

@@ -97,8 +97,11 @@ def test_it_expires_due_waits_on_a_real_worker(transactional_db, project, tmp_pa
     queue = f"sb-tasks-test-{uuid.uuid4().hex[:12]}"
     due = waiting_review(project, timezone.now() - timedelta(seconds=1))
     later = waiting_review(project, timezone.now() + timedelta(hours=1))
-    app.send_task("tasks_app.expire_step_deadlines", kwargs={"limit": 10}, queue=queue)
     with celery_processes(queue, tmp_path, beat=False) as log:
+        # Send once the worker has declared its queue: the Redis transport drops a message
+        # published to an exchange nothing is bound to yet.
+        wait_until(lambda: "ready." in log.read_text(), log)
+        app.send_task("tasks_app.expire_step_deadlines", kwargs={"limit": 10}, queue=queue)
         wait_until(lambda: review_of(due).status != "waiting", log)
     step = review_of(due)
     assert (step.status, step.attempts, step.last_error["type"]) == ("pending", 1, "timeout")
