@@ -170,12 +170,12 @@ def _back_edges(spec: WorkflowSpec, edges: list[TransitionSpec]) -> set[int]:
 def _layers(spec: WorkflowSpec, forward: list[TransitionSpec]) -> dict[str, int]:
     """Longest path from the sources, over the acyclic edges (Kahn's order, ties by
     declaration order)."""
-    indegree = {state: 0 for state in spec.states}
+    indegree = dict.fromkeys(spec.states, 0)
     outgoing: dict[str, list[str]] = defaultdict(list)
     for edge in forward:
         indegree[edge.target] += 1
         outgoing[edge.source].append(edge.target)
-    layer = {state: 0 for state in spec.states}
+    layer = dict.fromkeys(spec.states, 0)
     ready = [s for s in spec.states if indegree[s] == 0]
     position = {state: i for i, state in enumerate(spec.states)}
     while ready:
@@ -457,6 +457,7 @@ def layout(spec: WorkflowSpec) -> Diagram:
         routes.append(_Route(edge, Point(sx, cy - 7), segments, True, spots))
 
     drawn = _label_routes(routes, list(nodes.values()))
+    right = max([right, *(lane_x for _, _, lane_x in lanes)])
     extra_right = max(
         [0.0, *(_label_box(e.label, e.label_at, e.label_anchor)[2] - right for e in drawn
                 if e.label)]
