@@ -12,7 +12,10 @@ if os.environ.get("SWITCHBOARD_TEST_EMBEDDED") == "1":
 else:
     os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/switchboard")
     os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/0")
-os.environ.setdefault("CACHE_KEY_PREFIX", "switchboard-test")
+# Suites running side by side (SWITCHBOARD_TEST_DB) must not share cache keys or channel groups:
+# ids restart at 1 in every test database, so `project-1` would be everybody's group.
+_RUN = os.environ.get("SWITCHBOARD_TEST_DB", "test_switchboard")
+os.environ.setdefault("CACHE_KEY_PREFIX", f"switchboard-{_RUN}")
 
 from config.settings import *  # noqa: E402, F403
 from config.settings import BASE_DIR, CHANNEL_LAYERS, DATABASES  # noqa: E402
@@ -34,7 +37,7 @@ else:
     DATABASES["default"]["TEST"] = {"NAME": os.environ.get("SWITCHBOARD_TEST_DB", "test_switchboard")}
 
 if CHANNEL_LAYERS["default"]["BACKEND"] == "channels_redis.core.RedisChannelLayer":
-    CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = "switchboard-test"
+    CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = f"switchboard-{_RUN}"
 
 # WhiteNoise warns on every request when STATIC_ROOT is missing (tests never collectstatic).
 STATIC_ROOT.mkdir(exist_ok=True)  # noqa: F405

@@ -1,8 +1,10 @@
 """Browser tests: Playwright drives Debian's /usr/bin/chromium against a real uvicorn server."""
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from asgiref.sync import async_to_sync
 
 from tests.servers import asgi_server
 
@@ -16,12 +18,21 @@ ARTIFACTS = Path(__file__).resolve().parent.parent.parent / "test-artifacts"
 
 def pytest_collection_modifyitems(config, items):
     here = Path(__file__).parent
+    browser_items = []
     for item in items:
         if Path(str(item.fspath)).is_relative_to(here):
+            browser_items.append(item)
             item.add_marker(pytest.mark.browser)
             if not Path(CHROMIUM).exists():
                 item.add_marker(pytest.mark.skip(
                     reason=f"{CHROMIUM} missing: install Debian's chromium (.ci/run does)"))
+    # Browser tests run last. Once sync Playwright has started (a session fixture), its event
+    # loop stays registered as running in the main thread for the rest of the session, and
+    # every later async_to_sync() there fails ("cannot use AsyncToSync in the same thread as
+    # an async event loop"): the websocket tests in tests/realtime, for one.
+    if browser_items:
+        chosen = set(map(id, browser_items))
+        items[:] = [i for i in items if id(i) not in chosen] + browser_items
 
 
 @pytest.fixture(scope="session")
@@ -32,6 +43,25 @@ def browser_type_launch_args(browser_type_launch_args):
 @pytest.fixture(scope="session")
 def browser_context_args(browser_context_args):
     return {**browser_context_args, "viewport": {"width": 1280, "height": 900}}
+
+
+@pytest.fixture(autouse=True)
+def _broadcasts_from_a_worker_thread(monkeypatch):
+    """Keep the services' live updates working while Playwright's loop owns this thread.
+
+    Sync Playwright runs an asyncio loop in the test thread, so the after-commit broadcast of
+    data a test makes through the services (async_to_sync(group_send)) would be refused with
+    "cannot use AsyncToSync in the same thread as an async event loop" (and only logged). The
+    same send runs in a worker thread instead; it still goes through the real channel layer.
+    """
+    executor = ThreadPoolExecutor(1)
+
+    def in_worker(fn):
+        return lambda *args, **kwargs: executor.submit(async_to_sync(fn), *args, **kwargs).result()
+
+    monkeypatch.setattr("sessions_app.realtime.async_to_sync", in_worker)
+    yield
+    executor.shutdown(wait=True)
 
 
 @pytest.fixture(scope="session")
