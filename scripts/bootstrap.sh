@@ -19,6 +19,10 @@ find_python() {
 
 bootstrap() {
     cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
+    if [ -x .venv/bin/python ] && ! .venv/bin/python -m pip --version >/dev/null 2>&1; then
+        echo "Removing a broken .venv (no pip in it)" >&2
+        rm -rf .venv
+    fi
     if [ ! -x .venv/bin/python ]; then
         local python
         python=$(find_python) || {
@@ -26,7 +30,7 @@ bootstrap() {
             exit 1
         }
         echo "Creating .venv with $python" >&2
-        "$python" -m venv .venv
+        "$python" -m venv .venv || { rm -rf .venv; echo "Could not create .venv." >&2; exit 1; }
     fi
     local stamp=.venv/.switchboard-installed
     if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then

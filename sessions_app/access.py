@@ -28,8 +28,8 @@ def get_session_for_key(api_key: ApiKey, session_id: Any) -> Session:
 
 
 def membership_for(user: AbstractBaseUser | AnonymousUser, project_id: int) -> Membership | None:
-    if not user.is_authenticated:
-        return None
+    if not user.is_authenticated or not 0 < project_id < 2**63:
+        return None  # an id no bigint column holds belongs to no project (SQLite would raise)
     # The project rides along: every dashboard page shows its name.
     return (
         Membership.objects.select_related("project")

@@ -44,6 +44,10 @@ class HeadSeqMismatch(Conflict):
     code = "head_seq_mismatch"
 
 
+class PartialReplay(Conflict):
+    code = "idempotency_partial_replay"
+
+
 class InvalidInput(DomainError):
     status = 422
     code = "invalid_input"

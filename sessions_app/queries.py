@@ -7,6 +7,7 @@ A fork's history is its ancestors' rows up to each fork point plus its own, reso
 import base64
 import binascii
 import json
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -237,8 +238,9 @@ def encode_cursor(created_at: datetime, session_id: object) -> str:
 def decode_cursor(cursor: str) -> tuple[datetime, str]:
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
-        created, session_id = json.loads(base64.urlsafe_b64decode(padded))
-        return datetime.fromisoformat(created), str(session_id)
+        created, object_id = json.loads(base64.urlsafe_b64decode(padded))
+        # Both parts are compared in SQL: a forged id must fail here, not in the database.
+        return datetime.fromisoformat(created), str(uuid.UUID(str(object_id)))
     except (ValueError, TypeError, binascii.Error, json.JSONDecodeError):
         raise InvalidInput("The cursor is not one this server issued.") from None
 
@@ -286,7 +288,7 @@ def decode_sort_cursor(cursor: str, sort: str) -> tuple[datetime, str]:
             raise ValueError
         issued_for = decoded[2] if len(decoded) == 3 else DEFAULT_SESSION_SORT
         value = datetime.fromisoformat(decoded[0])
-        session_id = str(decoded[1])
+        session_id = str(uuid.UUID(str(decoded[1])))
     except (ValueError, TypeError, binascii.Error, json.JSONDecodeError):
         raise InvalidInput("The cursor is not one this server issued.") from None
     if issued_for != sort:

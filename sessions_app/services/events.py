@@ -8,6 +8,7 @@ without a budget, PostgreSQL, no enclosing transaction) sends both as one statem
 transaction: one round trip instead of four (BEGIN, UPDATE, INSERT, COMMIT).
 """
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -19,7 +20,14 @@ from django.utils import timezone
 
 from .. import realtime
 from ..actors import Actor
-from ..errors import HeadSeqMismatch, InvalidInput, NotFound, SessionNotWritable
+from ..errors import (
+    HeadSeqMismatch,
+    InvalidInput,
+    NotFound,
+    PartialReplay,
+    PayloadTooLarge,
+    SessionNotWritable,
+)
 from ..models import (
     AGENT_KINDS,
     DEFAULT_TIER,
@@ -269,7 +277,9 @@ def _written(
         # Every boundary the batch crossed, not only the last: a 1000-event batch must not leave
         # a 1000-event fold behind it (invariant 5's bound is the interval, not the batch size).
         boundaries = list(range((old_head // every + 1) * every, head + 1, every))
-        transaction.on_commit(lambda: ensure_snapshots(session.pk, boundaries))
+        # robust: the events have committed whatever happens here; a failed snapshot must not
+        # turn a durable append into an error the agent would retry (and so duplicate).
+        transaction.on_commit(lambda: ensure_snapshots(session.pk, boundaries), robust=True)
     realtime.broadcast_on_commit(
         session, {"type": "session.events", "from_seq": first, "to_seq": head}
     )
@@ -383,8 +393,15 @@ def append_events(
     """
     if not drafts:
         raise InvalidInput("An append needs at least one event.")
-    for draft in drafts:
+    limit = settings.SWITCHBOARD_MAX_EVENT_BYTES
+    for position, draft in enumerate(drafts):
         validate_draft(draft, system=False)
+        size = len(json.dumps(draft.content, separators=(",", ":")))
+        if size > limit:
+            raise PayloadTooLarge(
+                f"Event {position} has {size} bytes of content; the limit is {limit}.",
+                detail={"index": position, "limit": limit, "size": size},
+            )
     keys = [d.idempotency_key for d in drafts if d.idempotency_key is not None]
     if len(keys) != len(set(keys)):
         raise InvalidInput("An idempotency_key appears twice in the batch.")
@@ -395,6 +412,15 @@ def append_events(
     for attempt in range(2):
         originals = _originals_by_key(session, keys) if keys else {}
         fresh = [d for d in drafts if d.idempotency_key not in originals]
+        if originals and any(d.idempotency_key is None for d in fresh):
+            # A retry of a batch that mixes keyed and unkeyed events: the unkeyed ones may have
+            # been written by the first try and cannot be recognised, so writing them again
+            # could duplicate them. Refuse; key every event of a batch to make it retryable.
+            raise PartialReplay(
+                "Part of this batch was written before (its idempotency keys are known), and "
+                "it also holds events without a key, which cannot be safely written again.",
+                detail={"replayed_keys": sorted(originals)},
+            )
         if not fresh:
             return _result(session, drafts, originals, [], session_head=None)
         try:

@@ -126,3 +126,21 @@ def unlink_session(task: Task, session_id: Any, *, actor: Actor) -> bool:
             locked, {"type": "task.links", "linked": [], "unlinked": [str(session.pk)]}
         )
     return True
+
+
+def open_session_for_tasks(
+    project: Any, *, task_ids: Sequence[Any], actor: Actor, **session_fields: Any
+) -> tuple[Session, bool]:
+    """Open a session (sessions_app's open_session) and link it to `task_ids`, all or nothing.
+
+    Unknown task ids raise NotFound before anything is written; a failure while linking rolls
+    the new session back with it.
+    """
+    from sessions_app.services.sessions import open_session
+
+    resolve_tasks(project.pk, task_ids)
+    with transaction.atomic():
+        session, created = open_session(project, actor=actor, **session_fields)
+        if task_ids:
+            link_tasks_to_session(session, task_ids, actor=actor)
+    return session, created

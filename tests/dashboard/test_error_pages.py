@@ -1,3 +1,4 @@
+import pytest
 from django.template.loader import render_to_string
 from django.test import Client
 
@@ -20,3 +21,10 @@ def test_the_error_templates_render_without_a_request():
 
 def test_the_sign_in_page_is_reachable_anonymously(db):
     assert Client().get("/accounts/login/").status_code == 200
+
+
+@pytest.mark.smoke
+def test_it_answers_404_for_a_project_id_beyond_any_column(client, django_user_model):
+    user = django_user_model.objects.create_user(username="huge", password="pw-for-tests-1")
+    client.force_login(user)
+    assert client.get("/p/99999999999999999999999/").status_code == 404

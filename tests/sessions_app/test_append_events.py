@@ -86,7 +86,7 @@ def test_it_writes_only_the_new_keys_of_a_partly_replayed_batch(api, session):
     api.post(f"/sessions/{session.pk}/events",
              {"events": [{"kind": "note", "idempotency_key": "a"}]})
     response = api.post(f"/sessions/{session.pk}/events", {"events": [
-        {"kind": "note", "content": {"new": 1}},
+        {"kind": "note", "content": {"new": 1}, "idempotency_key": "b"},
         {"kind": "note", "content": {"again": 1}, "idempotency_key": "a"},
         {"kind": "note", "content": {"new": 2}, "idempotency_key": "c"},
     ]})
@@ -95,7 +95,21 @@ def test_it_writes_only_the_new_keys_of_a_partly_replayed_batch(api, session):
         (2, False), (1, True), (3, False)]
     rows = Event.objects.filter(session=session).order_by("seq")
     assert [(r.seq, r.idempotency_key, r.content) for r in rows] == [
-        (1, "a", {}), (2, None, {"new": 1}), (3, "c", {"new": 2})]
+        (1, "a", {}), (2, "b", {"new": 1}), (3, "c", {"new": 2})]
+
+
+def test_it_refuses_a_retry_that_mixes_replayed_and_unkeyed_events(api, session):
+    batch = {"events": [{"kind": "note", "idempotency_key": "k1"},
+                        {"kind": "note", "content": {"unkeyed": True}}]}
+    first = api.post(f"/sessions/{session.pk}/events", batch)
+    assert first.status_code == 201
+    retry = api.post(f"/sessions/{session.pk}/events", batch)
+    assert retry.status_code == 409
+    assert retry.json()["error"]["code"] == "idempotency_partial_replay"
+    assert retry.json()["error"]["detail"] == {"replayed_keys": ["k1"]}
+    # The unkeyed event of the first try is not written a second time.
+    assert list(Event.objects.filter(session=session).order_by("seq")
+                .values_list("seq", "idempotency_key")) == [(1, "k1"), (2, None)]
 
 
 def test_it_scopes_idempotency_keys_to_their_session(api, project, session):

@@ -76,7 +76,8 @@ def test_it_replays_idempotency_keys_on_the_one_statement_path(api, session, sta
     api.post(f"/sessions/{session.pk}/events", {"events": [
         {"kind": "note", "content": {"n": 1}, "idempotency_key": "a"}]})
     again = api.post(f"/sessions/{session.pk}/events", {"events": [
-        {"kind": "note", "content": {"n": 2}}, {"kind": "note", "idempotency_key": "a"}]})
+        {"kind": "note", "content": {"n": 2}, "idempotency_key": "b"},
+        {"kind": "note", "idempotency_key": "a"}]})
     assert again.status_code == 201
     assert [(e["seq"], e["replayed"]) for e in again.json()["events"]] == [(2, False), (1, True)]
     assert statements == ["one", "one"]

@@ -255,3 +255,25 @@ def test_it_answers_503_when_the_database_is_unreachable():
             assert response.json()["error"]["code"] == "unavailable"
             assert set(response.json()["error"]) == {"code", "message", "detail"}
             assert "Traceback" not in response.text
+
+
+@pytest.mark.smoke
+def test_it_refuses_a_forged_list_cursor_with_422(api, project):
+    import base64
+
+    forged = base64.urlsafe_b64encode(b'["2024-01-01T00:00:00+00:00", "nope"]').decode()
+    for path in ("/sessions", "/tasks"):
+        _assert_error(api.get(path, {"cursor": forged}), 422, "invalid_input")
+
+
+@pytest.mark.smoke
+def test_it_refuses_numbers_beyond_the_columns_with_422_and_writes_nothing(api, session):
+    before = _world()
+    too_big = 2**31
+    for body in ({"events": [{"kind": "note", "tokens": too_big}]},
+                 {"events": [{"kind": "note"}], "expected_head_seq": too_big}):
+        _assert_error(api.post(f"/sessions/{session.pk}/events", body), 422, "invalid_input")
+    _assert_error(api.post("/sessions", {"agent": "a", "budget": {"max_tokens": 2**63}}),
+                  422, "invalid_input")
+    _assert_error(api.get(f"/sessions/{session.pk}/events", {"after_seq": too_big}), 422)
+    assert _world() == before

@@ -7,7 +7,8 @@ import random
 from decimal import Decimal
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandParser
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from sessions_app.actors import Actor
@@ -33,8 +34,17 @@ class Command(BaseCommand):
         parser.add_argument("--seed", type=int, default=7)
         parser.add_argument("--long-log", type=int, default=3000,
                             help="Events in the longest demo session.")
+        parser.add_argument("--force", action="store_true",
+                            help="Run even with DEBUG off (the demo users have known passwords).")
 
-    def handle(self, *args: object, seed: int, long_log: int, **options: object) -> None:
+    def handle(
+        self, *args: object, seed: int, long_log: int, force: bool, **options: object
+    ) -> None:
+        if not settings.DEBUG and not force:
+            raise CommandError(
+                "seed_demo creates users with published passwords; with DEBUG off it needs "
+                "--force."
+            )
         project = Project.objects.filter(name=DEMO_PROJECT).first()
         created = project is None
         if created:
