@@ -126,7 +126,11 @@ if DATABASE_URL:
                 "min_size": env_int("DB_POOL_MIN", 2),
                 "max_size": env_int("DB_POOL_MAX", 20),
                 "timeout": env_int("DB_POOL_TIMEOUT", 10),
-            }
+            },
+            # No JIT compilation: every query here is short, and a plan with a large estimated
+            # cost (the sessions list's text search with another filter) would spend ~0.5 s
+            # compiling before answering in 30 ms (bench/dashboard.py). DB_JIT=on restores it.
+            "options": f"-c jit={'on' if env_bool('DB_JIT', False) else 'off'}",
         }
 else:
     DATABASES = {

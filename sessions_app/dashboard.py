@@ -30,7 +30,7 @@ from .queries import (
     SessionFilters,
     events_per_minute,
     filter_sessions,
-    has_task_expression,
+    has_task_flag,
     lifecycle_changes,
     recent_session_changes,
     slice_events,
@@ -507,5 +507,5 @@ def linked_tasks(session: Session) -> tuple[list[Any] | None, str | None]:
 def session_rows(project: Project, filters: SessionFilters) -> QuerySet[Session]:
     """Sessions matching `filters`, annotated with `has_task` when the tasks app is there."""
     qs = filter_sessions(project, filters)
-    linked = has_task_expression()
-    return qs.annotate(has_task=linked) if linked is not None else qs
+    flag = has_task_flag()
+    return qs.annotate(has_task=flag) if flag is not None else qs

@@ -17,10 +17,21 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.apps import apps
 from django.db import connection
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery, TextField
-from django.db.models.expressions import RawSQL
+from django.db.models import (
+    BooleanField,
+    Count,
+    Exists,
+    F,
+    Func,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    TextField,
+    Value,
+)
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast, TruncMinute
+from django.db.models.functions import Cast, Coalesce, TruncMinute
 
 from .errors import InvalidInput
 from .models import (
@@ -245,17 +256,118 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
         raise InvalidInput("The cursor is not one this server issued.") from None
 
 
-def sessions_matching_text(project: Project, text: str) -> QuerySet[Session]:
-    """Sessions of `project` with an event whose searchable text matches `text`."""
-    if connection.vendor == "postgresql":
-        # Matches the expression of the GIN index event_text_search (migration 0002).
-        matching = RawSQL(
-            "SELECT DISTINCT session_id FROM sessions_app_event"
-            " WHERE to_tsvector('simple', text) @@ plainto_tsquery('simple', %s)",
-            [text],
+# --- Full-text search (the sessions list's `q`) ---------------------------------------------
+#
+# A session matches when one of its own events has searchable text matching `q` (a fork's
+# inherited prefix is its parent's). On PostgreSQL the GIN index event_text_search_session
+# (migration 0004) holds, for every event with text, its session (as a one-element array) and
+# its tsvector, and the list is read one of two ways, picked from the index's statistics:
+#
+# * collect (rare terms): the matching events' sessions, from the index, then those sessions
+#   by primary key. Costs about one heap read per matching event, so only when they are few.
+# * walk (common terms): the sessions in the list's own keyset order, each probed until a page
+#   is full. A probe asks the index for events of *that* session matching the term (the array
+#   column: a B-tree cannot answer `ARRAY[session_id] @> …`, so a probe never degrades into a
+#   scan of a long session's primary key). A session with a long log first checks its newest
+#   SEARCH_WINDOW events by primary key, because a GIN probe of a session holding the term
+#   100,000 times reads all of those entries before answering.
+#
+# The old form, SELECT DISTINCT session_id over every matching event, read every match of a
+# common word (about a second at a million events, bench/dashboard.py).
+
+SEARCH_INDEX = "event_text_search_session"
+SEARCH_WINDOW = 64
+# Above this many estimated matching events, walk instead of collecting.
+SEARCH_COLLECT_MAX_EVENTS = 5000
+
+_SEARCH_ESTIMATE_SQL = """
+SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs, c.reltuples,
+       tsvector_to_array(to_tsvector('simple', %s))
+FROM pg_class c
+JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_stats s ON s.schemaname = n.nspname AND s.tablename = c.relname
+     AND s.attname = 'to_tsvector'
+WHERE c.oid = to_regclass(%s)
+"""
+
+
+def text_search_strategy(text: str) -> str:
+    """"walk" or "collect" for `text` (PostgreSQL), as the planner would estimate it.
+
+    Estimated matching events = indexed rows x the product of each lexeme's frequency among
+    them (pg_stats' most common elements of the index's tsvector column). A lexeme missing
+    from that list is rarer than all of them: collect. No statistics yet (never analysed) or
+    no search index: collect, the form that is correct without the index.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(_SEARCH_ESTIMATE_SQL, [text, SEARCH_INDEX])
+        row = cursor.fetchone()
+    if row is None:
+        return "collect"
+    elems, freqs, rows, lexemes = row
+    if not elems or not freqs or not lexemes or not rows or rows <= 0:
+        return "collect"
+    frequency = dict(zip(elems, freqs, strict=False))
+    estimate = float(rows)
+    for lexeme in set(lexemes):
+        if lexeme not in frequency:
+            return "collect"
+        estimate *= frequency[lexeme]
+    return "walk" if estimate > SEARCH_COLLECT_MAX_EVENTS else "collect"
+
+
+class EventTextMatch(Func):
+    """True for a session with an own event whose searchable text matches `text` (PostgreSQL).
+
+    The outer session's id and head_seq are source expressions, so they follow the query's
+    aliases wherever the queryset ends up. The tsvector expression and the `text <> ''`
+    condition are the index's (migration 0004).
+    """
+
+    output_field = BooleanField()
+
+    def __init__(self, text: str, strategy: str) -> None:
+        if strategy not in ("walk", "collect"):
+            raise ValueError(f"unknown search strategy {strategy!r}")
+        super().__init__(F("pk"), F("head_seq"))
+        self.text = text
+        self.strategy = strategy
+
+    def as_sql(self, compiler: Any, connection: Any, **extra_context: Any) -> tuple[str, list]:
+        (id_sql, id_params), (head_sql, head_params) = (
+            compiler.compile(expression) for expression in self.get_source_expressions()
         )
-    else:
-        matching = Event.objects.filter(text__icontains=text).values("session_id")
+        table = Event._meta.db_table
+        match = "to_tsvector('simple', {0}.text) @@ plainto_tsquery('simple', %s)"
+        if self.strategy == "collect":
+            sql = (
+                f"{id_sql} = ANY(ARRAY(SELECT DISTINCT sb_m.session_id FROM {table} sb_m"
+                f" WHERE sb_m.text <> '' AND {match.format('sb_m')}))"
+            )
+            return sql, [*id_params, self.text]
+        sql = (
+            f"(({head_sql} > {SEARCH_WINDOW} AND EXISTS (SELECT 1 FROM {table} sb_w"
+            f" WHERE sb_w.session_id = {id_sql} AND sb_w.seq > {head_sql} - {SEARCH_WINDOW}"
+            f" AND {match.format('sb_w')}))"
+            f" OR EXISTS (SELECT 1 FROM {table} sb_m"
+            f" WHERE ARRAY[sb_m.session_id] @> ARRAY[{id_sql}]"
+            f" AND sb_m.text <> '' AND {match.format('sb_m')}))"
+        )
+        return sql, [*head_params, *id_params, *head_params, self.text, *id_params, self.text]
+
+
+def sessions_matching_text(
+    project: Project, text: str, *, strategy: str | None = None
+) -> QuerySet[Session]:
+    """Sessions of `project` with an event whose searchable text matches `text`.
+
+    `strategy` ("walk" / "collect", PostgreSQL only) overrides the estimate (tests).
+    """
+    if connection.vendor == "postgresql":
+        return Session.objects.filter(project=project).filter(
+            EventTextMatch(text, strategy or text_search_strategy(text))
+        )
+    matching = Event.objects.filter(text__icontains=text).values("session_id")
     return Session.objects.filter(project=project, id__in=matching)
 
 
@@ -331,6 +443,20 @@ def has_task_expression() -> Exists | None:
     return Exists(link.objects.filter(session_id=OuterRef("pk")))
 
 
+def has_task_flag() -> Coalesce | None:
+    """Whether the outer session has a task link, as a column of the rows shown.
+
+    A scalar subquery probing index tasksession_session once per row returned, where an
+    EXISTS in the select list may be planned as a hash of the whole link table, built for
+    every page (it grows with the links, not with the page).
+    """
+    link = task_link_model()
+    if link is None:
+        return None
+    first = link.objects.filter(session_id=OuterRef("pk")).values(flag=Value(True))[:1]
+    return Coalesce(Subquery(first, output_field=BooleanField()), Value(False))
+
+
 def filter_sessions(project: Project, filters: SessionFilters) -> QuerySet[Session]:
     qs = sessions_matching_text(project, filters.q) if filters.q else Session.objects.filter(
         project=project
@@ -359,6 +485,11 @@ def filter_sessions(project: Project, filters: SessionFilters) -> QuerySet[Sessi
         linked = has_task_expression()
         if linked is None:
             qs = qs.none() if filters.has_task else qs
+        elif filters.q and connection.vendor == "postgresql":
+            # With a text search: a per-row check PostgreSQL runs before the costlier text
+            # probe. As EXISTS it would become a semi-join above the scan, and every session
+            # walked would be text-probed first (bench/dashboard.py: 120 ms against 12 ms).
+            qs = qs.alias(_has_task=has_task_flag()).filter(_has_task=filters.has_task)
         else:
             qs = qs.filter(linked if filters.has_task else ~linked)
     return qs

@@ -1,0 +1,1462 @@
+#!/usr/bin/env python
+"""Switchboard ingest benchmark: the agent API against raw psycopg, in one run.
+
+    .venv/bin/python bench/ingest.py            # full run (1,000,000-event session), ~6-9 min
+    .venv/bin/python bench/ingest.py --quick    # smaller and shorter (100,000 events), ~1-2 min
+    .venv/bin/python bench/ingest.py --help     # rounds, sizes, server setup, ...
+
+What it does, in one process (plus the server it starts):
+
+1. Drops and recreates a scratch database (default `switchboard_bench`) on the local PostgreSQL
+   (127.0.0.1:5432, user postgres), migrates it with `manage.py migrate`.
+2. Loads sessions of 100, 10,000 and 1,000,000 events through the product schema: COPY into
+   sessions_app_event with seqs 1..N (realistic content: messages of a few hundred bytes,
+   tool calls and results, state patches, facts, decisions), then sets the session's head_seq
+   and writes the automatic snapshot every SWITCHBOARD_SNAPSHOT_EVERY events, folded with the
+   product's own FoldedState/merge_patch while generating (verified against a full fold).
+3. Starts the real ASGI server (uvicorn) against that database with Redis as the channel layer
+   (so every append does its after-commit group_send) and DEBUG=false.
+4. Measures, over several rounds, with a minimal keep-alive HTTP/1.1 client (raw socket, one
+   pre-built request per call, so the client stays light on a 2-core machine), and compares
+   with baselines measured in the same run on the same PostgreSQL with plain psycopg.
+5. Prints the figures with the targets (PASS/MISS is information, nothing is asserted) and
+   writes them as JSON to bench/results/ (git-ignored).
+6. Then (full runs) compares server setups: worker counts, httptools/h11, uvloop/asyncio, the
+   broadcast's cost (the same server without REDIS_URL), and, for reference only, Django's WSGI
+   handler under uvicorn --interface wsgi (not the product's setup: no websockets).
+
+Besides latency it prints the CPU each request costs the server processes and their
+PostgreSQL backends (from /proc): on a shared 2-core machine latency includes waiting for a
+core, CPU per request does not, so it is the figure to compare runs by when the load average
+line says other work was running.
+
+Server setup: `uvicorn --workers 2 --http httptools --loop uvloop` (one worker per core).
+A single keep-alive client is served by one worker whatever the count, so sequential latency
+does not depend on it; concurrent throughput needs a worker per core; httptools and uvloop cut
+the server's own share (measured in the SERVER SETUPS table). What dominates a request is not
+uvicorn but Django's ASGI handler: a request that fails authentication without touching the
+database costs ~3 ms of server CPU under ASGI and ~1 ms under WSGI on these machines.
+
+Nothing is asserted; the exit status is 0 unless the benchmark itself fails. Other flags:
+--server-root DIR runs the server from another checkout (before/after figures); --keep-server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import math
+import os
+import platform
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV_BIN = Path(sys.executable).parent
+PG_HOST, PG_PORT, PG_USER = "127.0.0.1", 5432, "postgres"
+REDIS_URL = "redis://127.0.0.1:6379/0"
+SECRET_KEY = "bench-only-secret-key-not-for-production-0123456789"
+
+# The server setup (see the module docstring and the SERVER SETUPS table of a full run).
+DEFAULT_WORKERS = 2
+DEFAULT_HTTP = "httptools"
+DEFAULT_LOOP = "uvloop"
+
+REFERENCE_LINES = [
+    "raw psycopg (in-process): single-row transaction 0.34 ms; 44,000 events/s in batches of 100",
+    "OpenAI Agents SDK SQLAlchemySession: 2.2 ms/item, 16,000 items/s batched, 6.6 ms read last 50",
+    "Google ADK: 4.2 ms/event",
+    "LangGraph PostgresSaver: 4 ms/message at 100 messages, 78 ms at 4,000; 50 KB/message",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# Small helpers
+# --------------------------------------------------------------------------------------------
+
+
+def pct(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..1)."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q * len(ordered)))
+    return ordered[rank - 1]
+
+
+def summarise(samples_by_round: list[list[float]]) -> dict[str, Any]:
+    """p50/p95 over all samples (ms) plus the spread of the per-round medians."""
+    flat = [v for r in samples_by_round for v in r]
+    medians = [statistics.median(r) for r in samples_by_round if r]
+    return {
+        "n": len(flat),
+        "rounds": len(samples_by_round),
+        "p50": pct(flat, 0.50),
+        "p95": pct(flat, 0.95),
+        "p99": pct(flat, 0.99),
+        "mean": statistics.fmean(flat) if flat else float("nan"),
+        "round_p50_min": min(medians) if medians else float("nan"),
+        "round_p50_max": max(medians) if medians else float("nan"),
+    }
+
+
+def log(msg: str) -> None:
+    print(f"  · {msg}", file=sys.stderr, flush=True)
+
+
+class Timer:
+    def __enter__(self) -> Timer:
+        self.t0 = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds = time.perf_counter() - self.t0
+
+
+def now_ms() -> float:
+    return time.perf_counter_ns() / 1e6
+
+
+# --------------------------------------------------------------------------------------------
+# Realistic event content
+# --------------------------------------------------------------------------------------------
+
+WORDS = """
+the of and to in is you that it was for on are as with they at be this from have or by one
+had not but what all were when we there can an your which their said if do will each about
+how up out them then she many some so these would other into has more two like see time
+could no make than first been its who now people made over did down only way find use may
+long little very after words called just where most know get through back much before good
+new write our used me man too any day same right look think also around another came come
+work three word must because does part even place well such here take why things help put
+years different away again off went old number great tell men say small every found still
+between name should home big give air line set own under read last never left end along
+while might next sound below saw something thought both few those always looked show large
+often together asked house world going want school important until form food keep customer
+order invoice refund shipment tracking warehouse delivery address payment card account
+password reset subscription plan upgrade downgrade billing cycle discount coupon ticket
+escalation priority agent policy approval manager deadline contract renewal quote database
+migration deploy rollback incident latency error timeout retry queue worker cache report
+summary analysis forecast revenue budget quarter region product catalogue inventory
+""".split()  # noqa: SIM905 (a word list reads better as text)
+
+TOOLS = ["search_orders", "get_customer", "issue_refund", "lookup_shipment", "send_email",
+         "query_inventory", "create_ticket", "get_invoice"]
+FACT_KEYS = [f"{area}.{attr}" for area in ("customer", "order", "ticket", "account", "plan")
+             for attr in ("id", "tier", "status", "region", "owner", "language", "priority",
+                          "balance", "currency", "channel")]
+
+
+def _text(rng: random.Random, lo: int, hi: int) -> str:
+    target = rng.randint(lo, hi)
+    words: list[str] = []
+    size = 0
+    while size < target:
+        w = rng.choice(WORDS)
+        words.append(w)
+        size += len(w) + 1
+    sentence = " ".join(words)
+    return sentence[0].upper() + sentence[1:] + "."
+
+
+class ContentFactory:
+    """Pools of realistic events, so loading a million rows costs little client CPU."""
+
+    def __init__(self, seed: int = 7, pool: int = 4096) -> None:
+        rng = self.rng = random.Random(seed)
+        self.messages = []
+        for i in range(pool):
+            role = "user" if i % 2 == 0 else "assistant"
+            text = _text(rng, 120, 560) if role == "user" else _text(rng, 200, 700)
+            content: dict[str, Any] = {"text": text}
+            if role == "assistant":
+                content["model"] = rng.choice(["gpt-4.1", "claude-sonnet", "gemini-2.5"])
+                content["finish_reason"] = "stop"
+            self.messages.append((role, content, text, max(1, len(text) // 4)))
+        self.tool_calls = []
+        self.tool_results = []
+        for _ in range(pool // 4):
+            name = rng.choice(TOOLS)
+            args = {"customer_id": f"C-{rng.randint(1000, 99999)}",
+                    "query": _text(rng, 20, 80), "limit": rng.choice([5, 10, 20])}
+            self.tool_calls.append({"name": name, "arguments": args})
+            rows = [{"id": f"O-{rng.randint(10**5, 10**6)}", "status": rng.choice(
+                ["shipped", "pending", "refunded", "delivered"]), "total": round(
+                rng.uniform(5, 900), 2)} for _ in range(rng.randint(1, 4))]
+            self.tool_results.append({"name": name, "result": {"rows": rows,
+                                      "note": _text(rng, 30, 120)}})
+        self.decisions = [{"decision": _text(rng, 15, 40), "rationale": _text(rng, 60, 200)}
+                          for _ in range(256)]
+
+    def state_patch(self, rng: random.Random, seq: int) -> dict[str, Any]:
+        stage = rng.choice(["triage", "lookup", "resolve", "confirm", "wrap_up"])
+        patch: dict[str, Any] = {
+            "stage": stage,
+            "progress": {"step": seq, "pct": rng.randint(0, 100)},
+            "cart": {f"item_{rng.randint(1, 12)}": rng.randint(1, 5)},
+        }
+        if rng.random() < 0.2:
+            patch["cart"][f"item_{rng.randint(1, 12)}"] = None  # RFC 7386 delete
+        if rng.random() < 0.3:
+            patch["notes"] = _text(rng, 20, 80)
+        return patch
+
+    def fact(self, rng: random.Random) -> dict[str, Any]:
+        return {"key": rng.choice(FACT_KEYS), "value": rng.choice(
+            ["gold", "silver", "EUR", "USD", "open", "closed", "fr", "en", rng.randint(1, 10**6)])}
+
+    def event(self, rng: random.Random, seq: int) -> tuple[str, str, dict[str, Any], str, int]:
+        """(kind, role, content, searchable text, tokens) for position `seq` of a log."""
+        r = rng.random()
+        if r < 0.62:
+            role, content, text, tokens = self.messages[rng.randrange(len(self.messages))]
+            return "message", role, content, text, tokens
+        if r < 0.74:
+            return "tool_call", "assistant", self.tool_calls[
+                rng.randrange(len(self.tool_calls))], "", 40
+        if r < 0.86:
+            return "tool_result", "tool", self.tool_results[
+                rng.randrange(len(self.tool_results))], "", 80
+        if r < 0.94:
+            return "state", "", self.state_patch(rng, seq), "", 0
+        if r < 0.98:
+            content = self.fact(rng)
+            return "fact", "", content, f"{content['key']}: {content['value']}", 0
+        content = self.decisions[rng.randrange(len(self.decisions))]
+        return "decision", "assistant", content, f"{content['decision']} {content['rationale']}", 0
+
+    def api_event(self, rng: random.Random, seq: int) -> dict[str, Any]:
+        kind, role, content, _text_, tokens = self.event(rng, seq)
+        out: dict[str, Any] = {"kind": kind, "content": content}
+        if role:
+            out["role"] = role
+        if tokens:
+            out["tokens"] = tokens
+        return out
+
+
+def copy_escape(value: str) -> str:
+    return (value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
+            .replace("\r", "\\r"))
+
+
+# --------------------------------------------------------------------------------------------
+# Database set-up and loading
+# --------------------------------------------------------------------------------------------
+
+
+def pg_url(db: str) -> str:
+    return f"postgres://{PG_USER}@{PG_HOST}:{PG_PORT}/{db}"
+
+
+def pg_connect(db: str, autocommit: bool = False):  # type: ignore[no-untyped-def]
+    import psycopg
+
+    return psycopg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=db,
+                           autocommit=autocommit)
+
+
+def recreate_database(db: str) -> None:
+    with pg_connect("postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{db}"')
+
+
+def server_env(db: str, *, redis: bool = True) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({
+        "DATABASE_URL": pg_url(db),
+        "DEBUG": "false",
+        "SECRET_KEY": SECRET_KEY,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "LOG_LEVEL": "WARNING",
+        "CACHE_KEY_PREFIX": "switchboard-bench",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    })
+    if redis:
+        env["REDIS_URL"] = REDIS_URL
+    else:
+        env.pop("REDIS_URL", None)
+    return env
+
+
+EVENT_COLUMNS = ("session_id, seq, kind, tier, role, content, text, tokens, cost, actor, "
+                 "idempotency_key, created_at")
+DURABLE = {"fact", "decision", "lifecycle", "handoff"}
+
+
+def load_session_events(
+    conn, factory: ContentFactory, session_id: uuid.UUID, n: int, *, every: int, seed: int,
+) -> tuple[int, int]:
+    """COPY seqs 1..n into sessions_app_event and the auto snapshots into sessions_app_snapshot.
+
+    Snapshots are folded while generating with the product's FoldedState (same merge_patch,
+    same fact shape, same content hash) so they are real: state-at-seq starts from them.
+    Returns (tokens, snapshots written).
+    """
+    from sessions_app.services.state import FoldedState
+
+    rng = random.Random(seed)
+    folded = FoldedState(seq=0)
+    sid = str(session_id)
+    actor = "key:bench-load"
+    base = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
+    tokens_total = 0
+    snapshots: list[str] = []
+    chunk: list[str] = []
+    # Pre-rendered JSON for pooled (immutable) contents: id(content) -> escaped JSON text.
+    rendered: dict[int, str] = {}
+    with conn.cursor() as cur:
+        with cur.copy(f"COPY sessions_app_event ({EVENT_COLUMNS}) FROM STDIN") as copy:
+            ts = ""
+            for seq in range(1, n + 1):
+                if seq % 1000 == 1 or not ts:
+                    ts = (base + dt.timedelta(seconds=seq // 2)).isoformat()
+                kind, role, content, text, tokens = factory.event(rng, seq)
+                if kind in ("state", "fact"):
+                    folded.apply(seq, kind, content)
+                    content_json = copy_escape(json.dumps(content, separators=(",", ":")))
+                else:
+                    key = id(content)
+                    content_json = rendered.get(key)
+                    if content_json is None:
+                        content_json = copy_escape(json.dumps(content, separators=(",", ":")))
+                        rendered[key] = content_json
+                tokens_total += tokens
+                tier = "durable" if kind in DURABLE else "transient"
+                chunk.append(
+                    f"{sid}\t{seq}\t{kind}\t{tier}\t{role}\t{content_json}\t{copy_escape(text)}"
+                    f"\t{tokens}\t0.000000\t{actor}\t\\N\t{ts}\n"
+                )
+                if every > 0 and seq % every == 0:
+                    folded.seq = seq
+                    snapshots.append(
+                        f"{sid}\t{seq}\t{copy_escape(json.dumps(folded.state))}\t"
+                        f"{copy_escape(json.dumps(folded.facts))}\t\t{folded.content_hash}\tauto\t"
+                        f"{ts}\n"
+                    )
+                if len(chunk) >= 5000:
+                    copy.write("".join(chunk))
+                    chunk.clear()
+            if chunk:
+                copy.write("".join(chunk))
+        if snapshots:
+            with cur.copy(
+                "COPY sessions_app_snapshot (session_id, seq, state, facts, summary,"
+                " content_hash, reason, created_at) FROM STDIN"
+            ) as copy:
+                for i in range(0, len(snapshots), 2000):
+                    copy.write("".join(snapshots[i:i + 2000]))
+        cur.execute(
+            "UPDATE sessions_app_session SET head_seq = %s, tokens_used = %s, updated_at = now()"
+            " WHERE id = %s",
+            (n, tokens_total, session_id),
+        )
+    conn.commit()
+    return tokens_total, len(snapshots)
+
+
+def verify_snapshot(session_id: uuid.UUID, at_seq: int) -> bool:
+    """The stored snapshot at `at_seq` equals a fold of every event from seq 1 (no snapshot)."""
+    from sessions_app.models import Event, Snapshot
+    from sessions_app.services.state import FOLDED_KINDS, FoldedState
+
+    snap = Snapshot.objects.get(session_id=session_id, seq=at_seq)
+    folded = FoldedState(seq=0)
+    rows = (Event.objects.filter(session_id=session_id, seq__lte=at_seq, kind__in=FOLDED_KINDS)
+            .order_by("seq").values_list("seq", "kind", "content"))
+    for seq, kind, content in rows:
+        folded.apply(seq, kind, content)
+    return folded.content_hash == snap.content_hash
+
+
+# --------------------------------------------------------------------------------------------
+# Minimal keep-alive HTTP/1.1 client (raw socket: the client must stay light on 2 cores)
+# --------------------------------------------------------------------------------------------
+
+
+class HttpConn:
+    def __init__(self, port: int, api_key: str) -> None:
+        self.port = port
+        self.auth = f"Authorization: Bearer {api_key}\r\n".encode()
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+    def build(self, method: str, path: str, body: Any = None) -> bytes:
+        head = f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n".encode() + self.auth
+        if body is None:
+            return head + b"\r\n"
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        return (head + b"Content-Type: application/json\r\nContent-Length: "
+                + str(len(data)).encode() + b"\r\n\r\n" + data)
+
+    def send(self, raw: bytes) -> tuple[int, bytes]:
+        self.sock.sendall(raw)
+        return self._read()
+
+    def _fill(self) -> None:
+        data = self.sock.recv(262144)
+        if not data:
+            raise ConnectionError("server closed the connection")
+        self.buf += data
+
+    def _read(self) -> tuple[int, bytes]:
+        while b"\r\n\r\n" not in self.buf:
+            self._fill()
+        head, _, rest = self.buf.partition(b"\r\n\r\n")
+        status = int(head[9:12])
+        length = None
+        chunked = False
+        for line in head.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            lname = name.strip().lower()
+            if lname == b"content-length":
+                length = int(value.strip())
+            elif lname == b"transfer-encoding" and b"chunked" in value.lower():
+                chunked = True
+        self.buf = rest
+        if chunked:
+            body = b""
+            while True:
+                while b"\r\n" not in self.buf:
+                    self._fill()
+                size_line, _, self.buf = self.buf.partition(b"\r\n")
+                size = int(size_line.split(b";")[0], 16)
+                while len(self.buf) < size + 2:
+                    self._fill()
+                body += self.buf[:size]
+                self.buf = self.buf[size + 2:]
+                if size == 0:
+                    return status, body
+        length = length or 0
+        while len(self.buf) < length:
+            self._fill()
+        body, self.buf = self.buf[:length], self.buf[length:]
+        return status, body
+
+    def request(self, method: str, path: str, body: Any = None) -> tuple[int, bytes]:
+        return self.send(self.build(method, path, body))
+
+
+def timed(conn: HttpConn, raw: bytes, expect: tuple[int, ...] = (200, 201)) -> tuple[float, bytes]:
+    t0 = time.perf_counter_ns()
+    status, body = conn.send(raw)
+    elapsed = (time.perf_counter_ns() - t0) / 1e6
+    if status not in expect:
+        raise RuntimeError(f"HTTP {status}: {body[:500]!r}")
+    return elapsed, body
+
+
+# --------------------------------------------------------------------------------------------
+# The server
+# --------------------------------------------------------------------------------------------
+
+
+SERVER_ROOT = ROOT  # --server-root: run the server from another checkout (before/after runs)
+
+
+class Server:
+    def __init__(self, db: str, port: int, *, workers: int, http: str, loop: str,
+                 redis: bool = True, pool_max: int | None = None, wsgi: bool = False) -> None:
+        self.port = port
+        self.label = f"uvicorn --workers {workers} --http {http} --loop {loop}" + (
+            "" if redis else " (no REDIS_URL: in-memory channel layer)") + (
+            " --interface wsgi (Django WSGIHandler)" if wsgi else "")
+        app = (["--factory", "django.core.wsgi:get_wsgi_application", "--interface", "wsgi"]
+               if wsgi else ["config.asgi:application"])
+        cmd = [str(VENV_BIN / "uvicorn"), *app, "--app-dir", str(SERVER_ROOT), "--host",
+               "127.0.0.1", "--port", str(port), "--workers", str(workers), "--http", http,
+               "--loop", loop, "--lifespan", "off", "--no-access-log", "--log-level", "warning"]
+        env = server_env(db, redis=redis)
+        if pool_max:
+            env["DB_POOL_MAX"] = str(pool_max)
+        self.log_path = ROOT / "bench" / "results" / f"server-{port}.log"
+        self.log_file = open(self.log_path, "w")  # noqa: SIM115
+        self.proc = subprocess.Popen(cmd, cwd=SERVER_ROOT, env=env, stdout=self.log_file,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+
+    def wait_ready(self, api_key: str, path: str, timeout: float = 40) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited; see {self.log_path}:\n"
+                                   + self.log_path.read_text()[-2000:])
+            try:
+                conn = HttpConn(self.port, api_key)
+                status, _ = conn.request("GET", path)
+                conn.close()
+                if status == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"server not ready after {timeout}s; see {self.log_path}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            # The server runs in its own session: signal exactly its process group.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=5)
+        self.log_file.close()
+        with contextlib.suppress(OSError):
+            if not self.log_path.read_text().strip():
+                self.log_path.unlink()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _proc_cpu(pid: int) -> tuple[float, int]:
+    """(user+system CPU seconds, parent pid) of a process, from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK, int(fields[1])
+
+
+def tree_cpu(root: int) -> float:
+    """CPU seconds used so far by `root` and its descendants (the server and its workers)."""
+    procs: dict[int, tuple[float, int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                procs[int(entry)] = _proc_cpu(int(entry))
+    wanted, total, changed = {root}, 0.0, True
+    while changed:
+        changed = False
+        for pid, (_, ppid) in procs.items():
+            if ppid in wanted and pid not in wanted:
+                wanted.add(pid)
+                changed = True
+    for pid in wanted:
+        if pid in procs:
+            total += procs[pid][0]
+    return total
+
+
+def pg_backends_cpu(conn, db: str) -> float:  # type: ignore[no-untyped-def]
+    """CPU seconds used so far by the PostgreSQL backends connected to `db` (not ours)."""
+    pids = [r[0] for r in conn.execute(
+        "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+        (db,)).fetchall()]
+    conn.commit()
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            total += _proc_cpu(pid)[0]
+    return total
+
+
+def busy_cpu_seconds() -> tuple[float, float]:
+    """(CPU seconds used so far on every core, of which interrupt handling), from /proc/stat."""
+    with open("/proc/stat") as f:
+        fields = [int(v) for v in f.readline().split()[1:]]
+    # user nice system idle iowait irq softirq steal: all but idle and iowait are busy
+    return (sum(fields[:8]) - fields[3] - fields[4]) / _TICK, (fields[5] + fields[6]) / _TICK
+
+
+_SHARED_SERVICES = ("redis-server", "postgres: 15/main: checkpointer",
+                    "postgres: 15/main: background writer", "postgres: 15/main: walwriter",
+                    "postgres: 15/main: autovacuum launcher")
+
+
+def shared_services_cpu() -> float:
+    """CPU seconds of Redis and PostgreSQL's background processes (WAL writer, checkpointer)."""
+    total = 0.0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+            if cmdline.startswith(_SHARED_SERVICES):
+                total += _proc_cpu(int(entry))[0]
+    return total
+
+
+class Interference:
+    """Other work competing for the cores while the HTTP figures were taken: the CPU used by
+    everything but this benchmark, its server, their database backends, Redis, PostgreSQL's
+    background writers and interrupt handling (loopback traffic)."""
+
+    def __init__(self, server: Server, conn, db: str) -> None:  # type: ignore[no-untyped-def]
+        self.server, self.conn, self.db = server, conn, db
+
+    def _busy_and_ours(self) -> tuple[float, float]:
+        t = os.times()
+        busy, interrupts = busy_cpu_seconds()
+        return busy, (t.user + t.system + tree_cpu(self.server.proc.pid) + interrupts
+                      + pg_backends_cpu(self.conn, self.db) + shared_services_cpu())
+
+    def __enter__(self) -> Interference:
+        self.t0 = time.perf_counter()
+        self.busy0, self.ours0 = self._busy_and_ours()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        wall = time.perf_counter() - self.t0
+        busy, ours = self._busy_and_ours()
+        other = (busy - self.busy0) - (ours - self.ours0)
+        self.cores = max(other, 0.0) / wall  # e.g. 0.5 = half a core busy with other work
+
+
+class CpuMeter:
+    """CPU per request of the server processes and of their PostgreSQL backends (ms).
+
+    Robust where wall-clock is not: on a shared 2-core machine the latency includes waiting
+    for a core, the CPU a request burns does not.
+    """
+
+    def __init__(self, server: Server, conn, db: str) -> None:  # type: ignore[no-untyped-def]
+        self.server, self.conn, self.db = server, conn, db
+
+    def __enter__(self) -> CpuMeter:
+        self.s0 = tree_cpu(self.server.proc.pid)
+        self.p0 = pg_backends_cpu(self.conn, self.db)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server_s = tree_cpu(self.server.proc.pid) - self.s0
+        self.pg_s = pg_backends_cpu(self.conn, self.db) - self.p0
+
+    def per_request(self, n: int) -> dict[str, float]:
+        return {"server_cpu_ms": self.server_s * 1000 / n, "pg_cpu_ms": self.pg_s * 1000 / n}
+
+
+# --------------------------------------------------------------------------------------------
+# Baselines: plain psycopg on the same PostgreSQL
+# --------------------------------------------------------------------------------------------
+
+
+RAW_INSERT = (f"INSERT INTO bench_raw_event ({EVENT_COLUMNS})"
+              " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
+
+
+def raw_row(session_id: uuid.UUID, seq: int, ev: dict[str, Any]) -> tuple[Any, ...]:
+    from psycopg.types.json import Jsonb
+
+    from sessions_app.services.events import searchable_text
+
+    kind = ev["kind"]
+    return (session_id, seq, kind, "durable" if kind in DURABLE else "transient",
+            ev.get("role", ""), Jsonb(ev["content"]), searchable_text(kind, ev["content"]),
+            ev.get("tokens", 0), 0, "key:raw", None, dt.datetime.now(dt.UTC))
+
+
+def setup_raw_tables(conn) -> None:  # type: ignore[no-untyped-def]
+    conn.execute("DROP TABLE IF EXISTS bench_raw_event, bench_raw_session")
+    # Same columns as sessions_app_event; only the primary key (no FK, trigger, GIN, partials).
+    conn.execute("CREATE TABLE bench_raw_event (LIKE sessions_app_event INCLUDING DEFAULTS)")
+    conn.execute("ALTER TABLE bench_raw_event ADD PRIMARY KEY (session_id, seq)")
+    conn.execute("CREATE TABLE bench_raw_session (id uuid PRIMARY KEY, head_seq int NOT NULL)")
+    conn.commit()
+
+
+def raw_single(conn, events: list[dict[str, Any]], rounds: int, *, mode: str) -> list[list[float]]:  # type: ignore[no-untyped-def]
+    """One row per transaction, three ways.
+
+    mode "autocommit": one INSERT, its own (implicit) transaction: one round trip, the fastest
+    way plain psycopg writes one row durably (the baseline). "tx": BEGIN; INSERT; COMMIT.
+    "alloc": BEGIN; UPDATE head … RETURNING; INSERT; COMMIT (what an append must do at least).
+    """
+    allocate = mode == "alloc"
+    conn.autocommit = mode == "autocommit"
+    sid = uuid.uuid4()
+    conn.execute("INSERT INTO bench_raw_session VALUES (%s, 0)", (sid,))
+    conn.commit()
+    rows = [raw_row(sid, i + 1, ev) for i, ev in enumerate(events)]
+    per_round = len(rows) // rounds
+    out: list[list[float]] = []
+    cur = conn.cursor()
+    i = 0
+    for _ in range(rounds):
+        samples = []
+        for _ in range(per_round):
+            row = rows[i]
+            i += 1
+            t0 = time.perf_counter_ns()
+            if allocate:
+                cur.execute("UPDATE bench_raw_session SET head_seq = head_seq + 1 WHERE id = %s"
+                            " RETURNING head_seq", (sid,))
+                cur.fetchone()
+            cur.execute(RAW_INSERT, row)
+            if not conn.autocommit:
+                conn.commit()
+            samples.append((time.perf_counter_ns() - t0) / 1e6)
+        out.append(samples)
+    conn.autocommit = False
+    return out
+
+
+def raw_batches(conn, batches: list[list[dict[str, Any]]], rounds: int) -> list[list[float]]:  # type: ignore[no-untyped-def]
+    """100 rows per transaction with one multi-row INSERT (what bulk_create sends)."""
+    sid = uuid.uuid4()
+    seq = 0
+    prepared = []
+    for batch in batches:
+        rows = []
+        for ev in batch:
+            seq += 1
+            rows.append(raw_row(sid, seq, ev))
+        prepared.append(rows)
+    size = len(batches[0])
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"] * size)
+    sql = f"INSERT INTO bench_raw_event ({EVENT_COLUMNS}) VALUES {values}"
+    per_round = len(prepared) // rounds
+    out: list[list[float]] = []
+    cur = conn.cursor()
+    i = 0
+    for _ in range(rounds):
+        samples = []
+        for _ in range(per_round):
+            params = [v for row in prepared[i] for v in row]
+            i += 1
+            t0 = time.perf_counter_ns()
+            cur.execute(sql, params)
+            conn.commit()
+            samples.append((time.perf_counter_ns() - t0) / 1e6)
+        out.append(samples)
+    return out
+
+
+def raw_reads(  # type: ignore[no-untyped-def]
+    conn, session_id: uuid.UUID, head: int, rounds: int, n: int, rng: random.Random
+) -> dict[str, list[list[float]]]:
+    """The same slices as the API, straight from psycopg (content as stored JSON text)."""
+    cols = ("seq, kind, tier, role, tokens, cost, actor, idempotency_key, created_at,"
+            " content::text")
+    last = f"SELECT {cols} FROM sessions_app_event WHERE session_id = %s ORDER BY seq DESC LIMIT 51"
+    rng_slice = (f"SELECT {cols} FROM sessions_app_event WHERE session_id = %s AND seq > %s"
+                 " ORDER BY seq LIMIT 1001")
+    out: dict[str, list[list[float]]] = {"last50": [], "slice1000": []}
+    cur = conn.cursor()
+    for _ in range(rounds):
+        a, b = [], []
+        for _ in range(n):
+            t0 = time.perf_counter_ns()
+            cur.execute(last, (session_id,))
+            cur.fetchall()
+            a.append((time.perf_counter_ns() - t0) / 1e6)
+        for _ in range(max(1, n // 5)):
+            after = rng.randint(0, head - 1000)
+            t0 = time.perf_counter_ns()
+            cur.execute(rng_slice, (session_id, after))
+            cur.fetchall()
+            b.append((time.perf_counter_ns() - t0) / 1e6)
+        conn.commit()
+        out["last50"].append(a)
+        out["slice1000"].append(b)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Storage
+# --------------------------------------------------------------------------------------------
+
+
+def storage(conn) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    """Bytes per event: the product table (all indexes) vs the same rows with only a PK."""
+    conn.execute("DROP TABLE IF EXISTS bench_raw_store")
+    conn.execute("CREATE TABLE bench_raw_store (LIKE sessions_app_event INCLUDING DEFAULTS)")
+    conn.execute("INSERT INTO bench_raw_store SELECT * FROM sessions_app_event")
+    conn.execute("ALTER TABLE bench_raw_store ADD PRIMARY KEY (session_id, seq)")
+    conn.commit()
+    conn.autocommit = True
+    with contextlib.suppress(Exception):
+        conn.execute("SELECT gin_clean_pending_list('event_text_search'::regclass)")
+    conn.execute("VACUUM ANALYZE sessions_app_event")
+    conn.execute("VACUUM ANALYZE bench_raw_store")
+    conn.autocommit = False
+    rows = conn.execute("SELECT count(*) FROM sessions_app_event").fetchone()[0]
+    total = conn.execute("SELECT pg_total_relation_size('sessions_app_event')").fetchone()[0]
+    heap = conn.execute("SELECT pg_table_size('sessions_app_event')").fetchone()[0]
+    raw_total = conn.execute("SELECT pg_total_relation_size('bench_raw_store')").fetchone()[0]
+    raw_heap = conn.execute("SELECT pg_table_size('bench_raw_store')").fetchone()[0]
+    indexes = dict(conn.execute(
+        "SELECT c.relname, pg_relation_size(c.oid) FROM pg_index i"
+        " JOIN pg_class c ON c.oid = i.indexrelid"
+        " WHERE i.indrelid = 'sessions_app_event'::regclass ORDER BY 2 DESC").fetchall())
+    avg_content = conn.execute(
+        "SELECT avg(pg_column_size(content)), avg(octet_length(content::text)),"
+        " avg(pg_column_size(text)) FROM sessions_app_event").fetchone()
+    conn.commit()
+    conn.execute("DROP TABLE bench_raw_store")
+    conn.commit()
+    return {
+        "rows": rows,
+        "total_bytes": total,
+        "heap_bytes": heap,
+        "index_bytes": indexes,
+        "raw_total_bytes": raw_total,
+        "raw_heap_bytes": raw_heap,
+        "bytes_per_event": total / rows,
+        "raw_bytes_per_event": raw_total / rows,
+        "ratio": total / raw_total,
+        "avg_content_stored_bytes": float(avg_content[0]),
+        "avg_content_json_bytes": float(avg_content[1]),
+        "avg_text_stored_bytes": float(avg_content[2]),
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# API workloads
+# --------------------------------------------------------------------------------------------
+
+
+def append_bodies(factory: ContentFactory, n: int, seed: int, batch: int = 1) -> list[bytes]:
+    rng = random.Random(seed)
+    return [json.dumps({"events": [factory.api_event(rng, i) for _ in range(batch)]},
+                       separators=(",", ":")).encode() for i in range(n)]
+
+
+def api_single_appends(port: int, key: str, sessions: dict[str, str],
+                       bodies: dict[str, list[bytes]],
+                       rounds: int) -> dict[str, list[list[float]]]:
+    """Interleaved by round (size A, B, C, then again) so drift hits every size alike."""
+    conn = HttpConn(port, key)
+    out: dict[str, list[list[float]]] = {label: [] for label in sessions}
+    try:
+        for r in range(rounds):
+            for label, sid in sessions.items():
+                path = f"/api/v1/sessions/{sid}/events"
+                per_round = len(bodies[label]) // rounds
+                chunk = bodies[label][r * per_round:(r + 1) * per_round]
+                raws = [conn.build("POST", path, b) for b in chunk]
+                out[label].append([timed(conn, raw, (201,))[0] for raw in raws])
+    finally:
+        conn.close()
+    return out
+
+
+def api_batches(
+    port: int, key: str, sid: str, bodies: list[bytes], rounds: int
+) -> list[list[float]]:
+    conn = HttpConn(port, key)
+    path = f"/api/v1/sessions/{sid}/events"
+    per_round = len(bodies) // rounds
+    out = []
+    try:
+        for r in range(rounds):
+            raws = [conn.build("POST", path, b) for b in bodies[r * per_round:(r + 1) * per_round]]
+            out.append([timed(conn, raw, (201,))[0] for raw in raws])
+    finally:
+        conn.close()
+    return out
+
+
+def api_reads(port: int, key: str, sid: str, head: int, rounds: int, n: int,
+              rng: random.Random, meter: Any = None) -> dict[str, Any]:
+    """Interleaved by round: last 50, 1,000-event slices, state at seq, forks."""
+    conn = HttpConn(port, key)
+    base = f"/api/v1/sessions/{sid}"
+    out: dict[str, Any] = {"last50": [], "slice1000": [], "state": [], "fork": [],
+                           "slice1000_bytes": 0, "last50_bytes": 0}
+    cpu: dict[str, list[float]] = {k: [0.0, 0.0, 0] for k in ("last50", "slice1000", "state",
+                                                                "fork")}
+    forks: list[str] = []
+
+    def measured(
+        kind: str, requests: list[tuple[bytes, tuple[int, ...]]]
+    ) -> list[tuple[float, bytes]]:
+        m = meter() if meter else None
+        if m:
+            m.__enter__()
+        done = [timed(conn, raw, expect) for raw, expect in requests]
+        if m:
+            m.__exit__()
+            cpu[kind][0] += m.server_s
+            cpu[kind][1] += m.pg_s
+            cpu[kind][2] += len(requests)
+        return done
+
+    try:
+        last = conn.build("GET", f"{base}/events?order=desc&limit=50")
+        for _ in range(rounds):
+            done = measured("last50", [(last, (200,))] * n)
+            out["last50"].append([ms for ms, _ in done])
+            body = done[-1][1]
+            out["last50_bytes"] = len(body)
+            page = json.loads(body)
+            assert len(page["events"]) == 50 and page["events"][0]["seq"] >= head, page["head_seq"]
+
+            afters = [rng.randint(0, head - 1000) for _ in range(max(1, n // 5))]
+            done = measured("slice1000", [
+                (conn.build("GET", f"{base}/events?after_seq={a}&limit=1000"), (200,))
+                for a in afters])
+            out["slice1000"].append([ms for ms, _ in done])
+            out["slice1000_bytes"] = len(done[-1][1])
+            page = json.loads(done[-1][1])
+            assert len(page["events"]) == 1000 and page["events"][0]["seq"] == afters[-1] + 1
+
+            ats = [rng.randint(1, head) for _ in range(n // 2)]
+            done = measured("state", [(conn.build("GET", f"{base}/state?at_seq={a}"), (200,))
+                                      for a in ats])
+            out["state"].append([ms for ms, _ in done])
+            assert json.loads(done[-1][1])["seq"] == ats[-1]
+
+            ats = [rng.randint(1, head) for _ in range(max(1, n // 5))]
+            done = measured("fork", [(conn.build("POST", f"{base}/fork", {"at_seq": a}), (201,))
+                                     for a in ats])
+            out["fork"].append([ms for ms, _ in done])
+            forks.extend(json.loads(body)["id"] for _, body in done)
+    finally:
+        conn.close()
+    out["forks"] = forks
+    out["cpu"] = {k: {"server_cpu_ms": v[0] * 1000 / v[2], "pg_cpu_ms": v[1] * 1000 / v[2]}
+                  for k, v in cpu.items() if v[2]}
+    return out
+
+
+def concurrent_appends(port: int, key: str, sids: list[str], bodies: list[bytes],
+                       seconds: float) -> dict[str, Any]:
+    """One keep-alive connection and one session per thread, for `seconds`: appends/s."""
+    counts = [0] * len(sids)
+    lat: list[list[float]] = [[] for _ in sids]
+    stop = threading.Event()
+    errors: list[str] = []
+
+    def worker(i: int) -> None:
+        try:
+            conn = HttpConn(port, key)
+            path = f"/api/v1/sessions/{sids[i]}/events"
+            raws = [conn.build("POST", path, b) for b in bodies]
+            for raw in raws[:20]:  # warm this connection's worker
+                timed(conn, raw, (201,))
+            barrier.wait()
+            j = 0
+            while not stop.is_set():
+                ms, _ = timed(conn, raws[j % len(raws)], (201,))
+                lat[i].append(ms)
+                counts[i] += 1
+                j += 1
+            conn.close()
+        except Exception as exc:  # noqa: BLE001
+            errors.append(repr(exc))
+            with contextlib.suppress(threading.BrokenBarrierError):
+                barrier.abort()
+
+    barrier = threading.Barrier(len(sids) + 1)
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(sids))]
+    for t in threads:
+        t.start()
+    with contextlib.suppress(threading.BrokenBarrierError):
+        barrier.wait(timeout=60)
+    t0 = time.perf_counter()
+    time.sleep(seconds)
+    stop.set()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - t0
+    if errors:
+        raise RuntimeError(errors[0])
+    flat = [v for lst in lat for v in lst]
+    return {"appends_per_s": sum(counts) / elapsed, "p50": pct(flat, 0.5), "p95": pct(flat, 0.95),
+            "connections": len(sids)}
+
+
+# --------------------------------------------------------------------------------------------
+# In-process service cost (no HTTP): where the time goes
+# --------------------------------------------------------------------------------------------
+
+
+def service_appends(
+    session_id: uuid.UUID, factory: ContentFactory, rounds: int, n: int
+) -> dict[str, Any]:
+    """append_events() called directly, with the Redis broadcast stubbed out.
+
+    (In a plain sync process every async_to_sync would start a fresh event loop and a fresh
+    Redis connection, which is not what the server does, so the broadcast is measured through
+    the server instead: see 'broadcast cost'.)
+    """
+    from sessions_app import realtime
+    from sessions_app.actors import Actor
+    from sessions_app.models import Session
+    from sessions_app.services.events import EventDraft, append_events
+
+    rng = random.Random(99)
+    session = Session.objects.get(pk=session_id)
+    actor = Actor(label="key:bench")
+    original = realtime._send_rollback_unsafe
+    realtime._send_rollback_unsafe = lambda groups, message: None
+    samples: list[list[float]] = []
+    try:
+        for _ in range(rounds):
+            lst = []
+            for i in range(n):
+                ev = factory.api_event(rng, i)
+                draft = EventDraft(kind=ev["kind"], content=ev["content"], role=ev.get("role", ""),
+                                   tokens=ev.get("tokens", 0))
+                t0 = time.perf_counter_ns()
+                append_events(session, [draft], actor=actor)
+                lst.append((time.perf_counter_ns() - t0) / 1e6)
+            samples.append(lst)
+    finally:
+        realtime._send_rollback_unsafe = original
+    return summarise(samples)
+
+
+# --------------------------------------------------------------------------------------------
+# Report
+# --------------------------------------------------------------------------------------------
+
+
+def status(ok: bool) -> str:
+    return "PASS" if ok else "MISS"
+
+
+def fmt_ms(v: float) -> str:
+    return f"{v:7.2f}"
+
+
+def render(results: dict[str, Any]) -> str:
+    L: list[str] = []
+    w = L.append
+    cfg = results["config"]
+    bar = "=" * 108
+    w(bar)
+    w(f"Switchboard ingest benchmark  {results['started_at']}  git {cfg['git']}  "
+      f"{'QUICK' if cfg['quick'] else 'FULL'} run")
+    w(f"PostgreSQL {cfg['postgres']} · Python {cfg['python']} · {cfg['cpus']} CPUs, shared by "
+      "the client and the server: they compete, so latencies include the client's own time")
+    others = results.get("other_cores", 0.0)
+    w(f"other work on the machine during the HTTP figures: {others:.2f} of {cfg['cpus']} cores"
+      + ("  << latencies are inflated; CPU per request is the steadier figure" if others > 0.25
+         else " (quiet)"))
+    w(f"server: {cfg['server']} --lifespan off --no-access-log, DEBUG=false, REDIS_URL set (each"
+      f" append does its after-commit group_send), snapshot every {cfg['snapshot_every']} events")
+    if cfg.get("server_root") and cfg["server_root"] != str(ROOT):
+        w(f"server code from {cfg['server_root']} (--server-root); in-process rows use this tree")
+    w(f"client: raw-socket HTTP/1.1 keep-alive, one request at a time, {cfg['rounds']} rounds; "
+      "p50/p95 over all samples; [a-b] = spread of the per-round medians")
+    w(bar)
+    hdr = f"{'':56}{'p50 ms':>8}{'p95 ms':>9}  {'baseline':>11}{'ratio':>8}   target"
+
+    def line(label: str, s: dict[str, Any], base: float | None, target: str, ok: bool | None,
+             spread: bool = True) -> None:
+        rng = f" [{s['round_p50_min']:.2f}-{s['round_p50_max']:.2f}]" if spread else ""
+        head = f"  {label}{rng}"
+        basecol = f"{base:8.2f} ms{s['p50'] / base:7.1f}x" if base else f"{'':11}{'':8}"
+        verdict = "" if ok is None else ("PASS" if ok else "MISS")
+        w(f"{head:<56}{s['p50']:8.2f}{s['p95']:9.2f}  {basecol}   {target:<14}{verdict}")
+
+    ap, raw = results["append_single"], results["raw_single"]
+    w("")
+    w("APPEND, one event per request (HTTP API)  vs  raw psycopg: one-row INSERT, own transaction")
+    w(hdr)
+    labels = list(ap)
+    for label in labels:
+        line(f"session at {label:>9} events", ap[label], raw["p50"], "p50 <= 2 ms",
+             ap[label]["p50"] <= 2.0)
+    flat = ap[labels[-1]]["p50"] / ap[labels[0]]["p50"]
+    w(f"  {'flat: p50 at ' + labels[-1] + ' / p50 at ' + labels[0]:<54}{flat:8.2f}x"
+      f"{'':30}<= 1.20x       {'PASS' if flat <= 1.2 else 'MISS'}")
+    cpu = results["append_single_cpu"]
+    w(f"  CPU per append: server {cpu['server_cpu_ms']:.2f} ms, its PostgreSQL backend "
+      f"{cpu['pg_cpu_ms']:.2f} ms")
+    line("raw psycopg, autocommit INSERT (baseline)", raw, None, "", None, False)
+    line("raw psycopg, BEGIN; INSERT; COMMIT", results["raw_single_tx"], None, "", None, False)
+    line("raw psycopg, BEGIN; UPDATE head; INSERT; COMMIT", results["raw_single_alloc"], None, "",
+         None, False)
+    line("append_events() in-process: no HTTP, no broadcast", results["service_single"], None,
+         "", None, False)
+    b = results.get("broadcast")
+    if b:
+        w(f"  broadcast (2 group_sends to Redis): p50 {b['with_redis_p50']:.2f} ms with Redis vs "
+          f"{b['without_redis_p50']:.2f} ms in-memory layer = {b['cost_ms']:+.2f} ms/append; "
+          f"server CPU {b['with_redis_cpu_ms']:.2f} vs {b['without_redis_cpu_ms']:.2f} ms")
+
+    w("")
+    w("APPEND, batches of 100 (HTTP API)  vs  raw psycopg: 100 rows per transaction, one INSERT")
+    bt, rb = results["append_batch"], results["raw_batch"]
+    api_rate, raw_rate = 100_000 / bt["p50"], 100_000 / rb["p50"]
+    share = api_rate / raw_rate
+    cpu = results["append_batch_cpu"]
+    w(f"  API  {api_rate:>8,.0f} events/s   batch p50 {bt['p50']:6.2f} ms  p95 {bt['p95']:6.2f} ms"
+      f"   CPU per batch: server {cpu['server_cpu_ms']:.1f} ms, PostgreSQL "
+      f"{cpu['pg_cpu_ms']:.1f} ms")
+    w(f"  raw  {raw_rate:>8,.0f} events/s   batch p50 {rb['p50']:6.2f} ms  p95 {rb['p95']:6.2f} ms")
+    w(f"  {'API / raw = ' + format(share, '.0%'):<54}{'':41}>= 40% of raw  "
+      f"{'PASS' if share >= 0.40 else 'MISS'}")
+
+    rd, rr, big = results["reads"], results["raw_reads"], cfg["big"]
+    w("")
+    w(f"READS on the {big:,}-event session (HTTP API)  vs  the same SELECT with raw psycopg")
+    w(hdr)
+    line(f"read last 50 ({rd['last50_bytes']:,} B)", rd["last50"], rr["last50"]["p50"],
+         "p95 <= 3 ms", rd["last50"]["p95"] <= 3.0)
+    line(f"1,000-event slice, random offset ({rd['slice1000_bytes'] / 1024:,.0f} KiB)",
+         rd["slice1000"], rr["slice1000"]["p50"], "(none)", None)
+    line("state at a random seq", rd["state"], None, "p95 <= 10 ms", rd["state"]["p95"] <= 10.0)
+    copied = rd["fork_rows_copied"]
+    line("fork at a random seq", rd["fork"], None, "p95 <= 5 ms",
+         rd["fork"]["p95"] <= 5.0 and copied == 0)
+    w(f"  fork check: {rd['forks_made']} forks; event rows {rd['rows_before']:,} before, "
+      f"{rd['rows_after']:,} after (copied: {copied}); rows owned by the forks: "
+      f"{rd['fork_owned_rows']}")
+    cpus = ", ".join(f"{k} {v['server_cpu_ms']:.2f}+{v['pg_cpu_ms']:.2f}"
+                     for k, v in rd["cpu"].items())
+    w(f"  CPU per request, server+PostgreSQL ms: {cpus}")
+
+    st = results["storage"]
+    w("")
+    w("STORAGE, sessions_app_event with all its indexes  vs  the same rows, primary key only")
+    w(f"  product {st['bytes_per_event']:6.0f} B/event   raw {st['raw_bytes_per_event']:6.0f} "
+      f"B/event   ratio {st['ratio']:.2f}x{'':40}<= 2x raw      "
+      f"{'PASS' if st['ratio'] <= 2.0 else 'MISS'}")
+    idx = ", ".join(f"{k} {v / st['rows']:.0f}" for k, v in st["index_bytes"].items())
+    w(f"  {st['rows']:,} rows; heap {st['heap_bytes'] / st['rows']:.0f} B/event; indexes "
+      f"(B/event): {idx}")
+    w(f"  content: {st['avg_content_json_bytes']:.0f} B of JSON per event on average "
+      f"(jsonb {st['avg_content_stored_bytes']:.0f} B, searchable text "
+      f"{st['avg_text_stored_bytes']:.0f} B)")
+
+    if results.get("matrix"):
+        w("")
+        w("SERVER SETUPS (Redis on): sequential = 1 keep-alive connection, single-event appends;"
+          " concurrent = 4 connections on 4 sessions")
+        w(f"  {'setup':<52}{'seq p50':>8}{'seq p95':>9}{'CPU/req':>9}{'conc/s':>9}"
+          f"{'conc p50':>10}")
+        for m in results["matrix"]:
+            w(f"  {m['label']:<52}{m['seq']['p50']:8.2f}{m['seq']['p95']:9.2f}"
+              f"{m['seq_cpu']['server_cpu_ms']:9.2f}{m['conc']['appends_per_s']:9.0f}"
+              f"{m['conc']['p50']:10.2f}")
+        w(f"  the figures above use: {cfg['server']}")
+
+    w("")
+    w("Load: " + results["load"]["summary"])
+    w("")
+    w("REFERENCE (from the issue; in-process, no HTTP; other machines and libraries, not measured"
+      " here):")
+    for ref in REFERENCE_LINES:
+        w(f"  {ref}")
+    w(bar)
+    return "\n".join(L)
+
+
+# --------------------------------------------------------------------------------------------
+# Main
+# --------------------------------------------------------------------------------------------
+
+
+def warm_up(port: int, key: str, factory: ContentFactory, warm_sid: str, read_sid: str,
+            workers: int) -> None:
+    """Every worker process (connections spread over them), every endpoint measured."""
+    warm = append_bodies(factory, 30, seed=1)
+    for _ in range(max(2, workers * 3)):
+        c = HttpConn(port, key)
+        for body in warm:
+            timed(c, c.build("POST", f"/api/v1/sessions/{warm_sid}/events", body), (201,))
+        for q in ("events?order=desc&limit=50", "events?after_seq=10&limit=1000",
+                  "state?at_seq=1"):
+            timed(c, c.build("GET", f"/api/v1/sessions/{read_sid}/{q}"))
+        c.close()
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true",
+                   help="small run: big session 100,000 events, 3 rounds, no server matrix")
+    p.add_argument("--rounds", type=int, help="rounds per measurement (default 5; quick 3)")
+    p.add_argument("--appends", type=int,
+                   help="single-event appends per session size per round (default 200; quick 100)")
+    p.add_argument("--batches", type=int, help="batches of 100 per round (default 30; quick 10)")
+    p.add_argument("--reads", type=int,
+                   help="read-last-50 requests per round (state: half, slices/forks: a fifth; "
+                        "default 100; quick 40)")
+    p.add_argument("--sizes", default=None,
+                   help="comma-separated session sizes (default 100,10000,1000000; quick "
+                        "100,10000,100000); the largest one is the read benchmark's session")
+    p.add_argument("--db", default="switchboard_bench", help="scratch database (dropped first)")
+    p.add_argument("--workers", type=int, default=DEFAULT_WORKERS)
+    p.add_argument("--http", default=DEFAULT_HTTP, choices=["httptools", "h11"])
+    p.add_argument("--loop", default=DEFAULT_LOOP, choices=["uvloop", "asyncio"])
+    p.add_argument("--server-matrix", dest="matrix", action="store_true", default=None,
+                   help="also compare server setups (default on in full runs)")
+    p.add_argument("--no-server-matrix", dest="matrix", action="store_false")
+    p.add_argument("--keep-server", action="store_true",
+                   help="leave the server running at the end (prints its port); default: stop it")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--server-root", type=Path, default=ROOT,
+                   help="run the server from this checkout (same schema), e.g. a copy of the "
+                        "tree before a change, for before/after figures")
+    args = p.parse_args()
+    global SERVER_ROOT
+    SERVER_ROOT = args.server_root.resolve()
+
+    quick = args.quick
+    rounds = args.rounds or (3 if quick else 5)
+    n_append = args.appends or (100 if quick else 200)
+    n_batch = args.batches or (10 if quick else 30)
+    n_reads = args.reads or (40 if quick else 100)
+    sizes = [int(s) for s in (args.sizes or ("100,10000,100000" if quick else
+                                             "100,10000,1000000")).split(",")]
+    matrix = (not quick) if args.matrix is None else args.matrix
+    big = max(sizes)
+
+    (ROOT / "bench" / "results").mkdir(parents=True, exist_ok=True)
+    started = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    t_start = time.perf_counter()
+
+    # -- database ---------------------------------------------------------------------------
+    log(f"recreating database {args.db} and migrating")
+    recreate_database(args.db)
+    os.environ.update(server_env(args.db))
+    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
+                   cwd=ROOT, env=server_env(args.db), check=True)
+
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    from django.conf import settings
+
+    from sessions_app.actors import Actor
+    from sessions_app.services.projects import create_api_key, create_project
+    from sessions_app.services.sessions import open_session
+
+    every = settings.SWITCHBOARD_SNAPSHOT_EVERY
+    project = create_project("bench")
+    _, api_key = create_api_key(project, name="bench", actor=Actor.system("bench"))
+    actor = Actor.system("bench")
+
+    def new_session(title: str) -> uuid.UUID:
+        session, _ = open_session(project, agent_name="bench-agent", actor=actor, title=title)
+        return session.pk
+
+    factory = ContentFactory(seed=args.seed)
+    conn = pg_connect(args.db)
+    pg_version = conn.execute("SHOW server_version").fetchone()[0]
+
+    loaded: dict[int, uuid.UUID] = {}
+    load_notes = []
+    for i, size in enumerate(sorted(sizes, reverse=True)):
+        sid = new_session(f"loaded {size}")
+        with Timer() as t:
+            _, snaps = load_session_events(conn, factory, sid, size, every=every,
+                                           seed=args.seed + i)
+        loaded[size] = sid
+        load_notes.append(f"{size:,} events + {snaps} snapshots in {t.seconds:.1f}s "
+                          f"({size / t.seconds:,.0f} events/s)")
+        log(f"loaded {load_notes[-1]}")
+    conn.autocommit = True
+    with Timer() as t:
+        conn.execute("VACUUM ANALYZE sessions_app_event")
+        conn.execute("VACUUM ANALYZE sessions_app_snapshot")
+        conn.execute("ANALYZE sessions_app_session")
+    conn.autocommit = False
+    load_notes.append(f"VACUUM ANALYZE {t.seconds:.1f}s")
+    check_size = sorted(sizes)[1] if len(sizes) > 1 else sizes[0]
+    check_at = (check_size // every) * every
+    verified = verify_snapshot(loaded[check_size], check_at) if check_at else True
+    load_notes.append(f"snapshot at seq {check_at} of the {check_size:,} session "
+                      f"{'equals' if verified else 'DIFFERS FROM'} a full fold")
+    log(load_notes[-1])
+
+    batch_sid = new_session("batches")
+    service_sid = new_session("service")
+    read_sid = loaded[big]
+
+    # -- baselines (raw psycopg) -------------------------------------------------------------
+    log("raw psycopg baselines")
+    setup_raw_tables(conn)
+    raw_events = [factory.api_event(random.Random(5), i) for i in range(rounds * n_append)]
+    # Warm up (statement preparation, caches), then measure.
+    raw_single(conn, raw_events[:50], 1, mode="autocommit")
+    raw1 = summarise(raw_single(conn, raw_events, rounds, mode="autocommit"))
+    raw_tx = summarise(raw_single(conn, raw_events, rounds, mode="tx"))
+    raw_alloc = summarise(raw_single(conn, raw_events, rounds, mode="alloc"))
+    brng = random.Random(11)
+    raw_batch_events = [[factory.api_event(brng, j) for j in range(100)]
+                        for _ in range(rounds * n_batch)]
+    raw_batches(conn, raw_batch_events[:5], 1)
+    rawb = summarise(raw_batches(conn, raw_batch_events, rounds))
+    rr_raw = raw_reads(conn, read_sid, big, rounds, n_reads, random.Random(3))
+    raw_reads_s = {k: summarise(v) for k, v in rr_raw.items()}
+
+    log("in-process append_events (service only)")
+    service_appends(service_sid, factory, 1, 50)  # warm-up
+    service = service_appends(service_sid, factory, rounds, n_append)
+
+    results: dict[str, Any] = {
+        "started_at": started.isoformat(),
+        "config": {
+            "quick": quick, "rounds": rounds, "appends_per_round": n_append,
+            "batches_per_round": n_batch, "reads_per_round": n_reads, "sizes": sizes, "big": big,
+            "snapshot_every": every, "postgres": pg_version,
+            "python": platform.python_version(), "cpus": os.cpu_count(),
+            "git": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                                  capture_output=True, text=True).stdout.strip() + (
+                "+dirty" if subprocess.run(["git", "status", "--porcelain", "sessions_app",
+                                            "config"], cwd=ROOT, capture_output=True,
+                                           text=True).stdout.strip() else ""),
+            "server": f"uvicorn --workers {args.workers} --http {args.http} --loop {args.loop}",
+            "server_root": str(SERVER_ROOT),
+        },
+        "raw_single": raw1, "raw_single_tx": raw_tx, "raw_single_alloc": raw_alloc,
+        "raw_batch": rawb,
+        "raw_reads": raw_reads_s, "service_single": service,
+        "load": {"summary": "; ".join(load_notes)},
+    }
+
+    # -- the server --------------------------------------------------------------------------
+    servers: list[Server] = []
+    load_before = os.getloadavg()
+    try:
+        port = free_port()
+        log(f"starting {results['config']['server']} on port {port}")
+        server = Server(args.db, port, workers=args.workers, http=args.http, loop=args.loop)
+        servers.append(server)
+        server.wait_ready(api_key, f"/api/v1/sessions/{read_sid}")
+        warm_up(port, api_key, factory, str(new_session("warm-up")), str(read_sid), args.workers)
+
+        def meter() -> CpuMeter:
+            return CpuMeter(server, conn, args.db)
+
+        others = Interference(server, conn, args.db).__enter__()
+
+        log("single-event appends")
+        labels = {f"{size:,}": str(loaded[size]) for size in sorted(sizes)}
+        bodies = {label: append_bodies(factory, rounds * n_append, seed=100 + i)
+                  for i, label in enumerate(labels)}
+        with meter() as m:
+            singles = api_single_appends(port, api_key, labels, bodies, rounds)
+        results["append_single"] = {label: summarise(v) for label, v in singles.items()}
+        results["append_single_cpu"] = m.per_request(sum(len(v) for v in bodies.values()))
+
+        log("batches of 100")
+        bbodies = append_bodies(factory, rounds * n_batch, seed=200, batch=100)
+        api_batches(port, api_key, str(batch_sid), bbodies[:3], 1)  # warm-up
+        with meter() as m:
+            batches = api_batches(port, api_key, str(batch_sid), bbodies, rounds)
+        results["append_batch"] = summarise(batches)
+        results["append_batch_cpu"] = m.per_request(len(bbodies))
+
+        log(f"reads on the {big:,}-event session")
+        with conn.cursor() as cur:
+            rows_before = cur.execute("SELECT count(*) FROM sessions_app_event").fetchone()[0]
+            head = cur.execute("SELECT head_seq FROM sessions_app_session WHERE id = %s",
+                               (read_sid,)).fetchone()[0]
+        conn.commit()
+        reads = api_reads(port, api_key, str(read_sid), head, rounds, n_reads,
+                          random.Random(4), meter)
+        with conn.cursor() as cur:
+            rows_after = cur.execute("SELECT count(*) FROM sessions_app_event").fetchone()[0]
+            owned = cur.execute("SELECT count(*) FROM sessions_app_event WHERE session_id ="
+                                " ANY(%s::uuid[])", (reads["forks"],)).fetchone()[0]
+        conn.commit()
+        results["reads"] = {
+            **{k: summarise(reads[k]) for k in ("last50", "slice1000", "state", "fork")},
+            "cpu": reads["cpu"],
+            "last50_bytes": reads["last50_bytes"], "slice1000_bytes": reads["slice1000_bytes"],
+            "forks_made": len(reads["forks"]), "rows_before": rows_before,
+            "rows_after": rows_after, "fork_rows_copied": rows_after - rows_before,
+            "fork_owned_rows": owned,
+        }
+        others.__exit__()
+        results["other_cores"] = others.cores
+        server.stop()
+        servers.remove(server)
+
+        # -- the broadcast's cost, and other server setups ----------------------------------------
+        # Each setup: a fresh session, `mbodies` single-event appends on one connection
+        # (sequential), then 4 connections on 4 sessions for a few seconds (concurrent).
+        chosen = (args.workers, args.http, args.loop)
+        setups: list[tuple[int, str, str, bool, bool]] = [(*chosen, True, False),
+                                                          (*chosen, False, False)]
+        if matrix:
+            for setup in [(1, "httptools", "uvloop"), (1, "h11", "asyncio"),
+                          (1, "httptools", "asyncio"), (2, "httptools", "uvloop"),
+                          (2, "h11", "asyncio"), (4, "httptools", "uvloop")]:
+                if setup != chosen:
+                    setups.append((*setup, True, False))
+            # Not the product's setup (no websockets): how much of a request is Django's ASGI
+            # handler (a thread per request, sync/async hand-offs) rather than the work.
+            setups.append((args.workers, args.http, args.loop, True, True))
+        matrix_rows = []
+        mbodies = append_bodies(factory, 150 if quick else 300, seed=300)
+        for workers, http, loop, redis, wsgi in setups:
+            port = free_port()
+            srv = Server(args.db, port, workers=workers, http=http, loop=loop, redis=redis,
+                         wsgi=wsgi)
+            servers.append(srv)
+            log(f"setup: {srv.label}")
+            srv.wait_ready(api_key, f"/api/v1/sessions/{read_sid}")
+            warm_up(port, api_key, factory, str(new_session("warm-up")), str(read_sid), workers)
+            sid = str(new_session(f"matrix {srv.label}"))
+            c = HttpConn(port, api_key)
+            path = f"/api/v1/sessions/{sid}/events"
+            with CpuMeter(srv, conn, args.db) as m:
+                seq = summarise([[timed(c, c.build("POST", path, b), (201,))[0]
+                                  for b in mbodies]])
+            c.close()
+            row = {"label": srv.label, "workers": workers, "http": http, "loop": loop,
+                   "redis": redis, "wsgi": wsgi, "seq": seq,
+                   "seq_cpu": m.per_request(len(mbodies))}
+            conc_sids = [str(new_session(f"conc {i}")) for i in range(4)]
+            row["conc"] = concurrent_appends(port, api_key, conc_sids, mbodies[:100], 3.0)
+            matrix_rows.append(row)
+            srv.stop()
+            servers.remove(srv)
+        with_redis, without = matrix_rows[0], matrix_rows[1]
+        results["broadcast"] = {
+            "with_redis_p50": with_redis["seq"]["p50"],
+            "without_redis_p50": without["seq"]["p50"],
+            "cost_ms": with_redis["seq"]["p50"] - without["seq"]["p50"],
+            "with_redis_cpu_ms": with_redis["seq_cpu"]["server_cpu_ms"],
+            "without_redis_cpu_ms": without["seq_cpu"]["server_cpu_ms"],
+        }
+        results["matrix"] = [r for r in matrix_rows if r["redis"]]
+    finally:
+        for srv in servers:
+            if args.keep_server:
+                print(f"server left running on port {srv.port} (pid {srv.proc.pid})")
+            else:
+                srv.stop()
+    results["loadavg"] = {"before": load_before, "after": os.getloadavg()}
+
+    log("storage")
+    results["storage"] = storage(conn)
+    conn.close()
+    results["elapsed_s"] = round(time.perf_counter() - t_start, 1)
+
+    text = render(results)
+    print(text)
+    print(f"(total {results['elapsed_s']:.0f}s)")
+    name = f"ingest-{started:%Y%m%dT%H%M%SZ}{'-quick' if quick else ''}.json"
+    out = ROOT / "bench" / "results" / name
+    out.write_text(json.dumps(results, indent=2, default=str))
+    (out.with_suffix(".txt")).write_text(text + "\n")
+    print(f"results: {out.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
