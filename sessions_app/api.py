@@ -14,7 +14,6 @@ from tasks_app.queries import linked_tasks_summary
 from tasks_app.services.links import open_session_for_tasks
 
 from . import fastpath
-from .access import get_session_for_key
 from .actors import Actor
 from .errors import InvalidInput, PayloadTooLarge
 from .http import jsonl_export_response
@@ -149,7 +148,8 @@ def session_to_dict(
 
 
 def _session(request: HttpRequest, session_id: UUID) -> Session:
-    return get_session_for_key(_key(request), session_id)
+    # access.get_session_for_key in one fixed statement (the ORM falls back on SQLite).
+    return fastpath.session_for_key(_key(request), session_id)
 
 
 # --- Endpoints ------------------------------------------------------------------------------
