@@ -16,7 +16,7 @@ from tasks_app.services.links import open_session_for_tasks
 from . import fastpath
 from .actors import Actor
 from .errors import InvalidInput, PayloadTooLarge
-from .http import jsonl_export_response
+from .http import json_response, jsonl_export_response
 from .models import ApiKey, EventKind, Session, SessionStatus, Tier
 from .queries import (
     SessionFilters,
@@ -40,14 +40,6 @@ MAX_BIGINT = 2**63 - 1
 
 def _key(request: HttpRequest) -> ApiKey:
     return request.auth  # type: ignore[attr-defined,no-any-return]
-
-
-def _json(payload: Any, status: int = 200) -> HttpResponse:
-    return HttpResponse(
-        json.dumps(payload, default=str, separators=(",", ":")),
-        status=status,
-        content_type="application/json",
-    )
 
 
 # --- Schemas --------------------------------------------------------------------------------
@@ -170,7 +162,7 @@ def create_session(request: HttpRequest, payload: SessionIn) -> HttpResponse:
         budget_max_tokens=budget.max_tokens,
         budget_max_cost=budget.max_cost,
     )
-    return _json(
+    return json_response(
         session_to_dict(session, tasks=linked_tasks_summary(session)),
         status=201 if created else 200,
     )
@@ -192,13 +184,13 @@ def list_sessions(request: HttpRequest, filters: Query[SessionListQuery]) -> Htt
         ),
     )
     page, next_cursor = page_sessions(qs, cursor=filters.cursor, limit=filters.limit)
-    return _json({"sessions": [session_to_dict(s) for s in page], "next_cursor": next_cursor})
+    return json_response({"sessions": [session_to_dict(s) for s in page], "next_cursor": next_cursor})
 
 
 @router.get("/sessions/{session_id}", summary="Read one session")
 def read_session(request: HttpRequest, session_id: UUID) -> HttpResponse:
     session = _session(request, session_id)
-    return _json(session_to_dict(session, tasks=linked_tasks_summary(session)))
+    return json_response(session_to_dict(session, tasks=linked_tasks_summary(session)))
 
 
 @router.post("/sessions/{session_id}/events", summary="Append a batch of events")
@@ -246,7 +238,7 @@ def append(request: HttpRequest, session_id: UUID, payload: AppendIn) -> HttpRes
         ],
     }
     all_replayed = len(result.replayed) == len(result.events)
-    return _json(body, status=200 if all_replayed else 201)
+    return json_response(body, status=200 if all_replayed else 201)
 
 
 @router.get("/sessions/{session_id}/events", summary="A positional slice of the log")
@@ -272,14 +264,14 @@ def list_events(
 @router.get("/sessions/{session_id}/state", summary="Working state, facts and summary at a seq")
 def read_state(request: HttpRequest, session_id: UUID, at_seq: int | None = None) -> HttpResponse:
     session = _session(request, session_id)
-    return _json(state_at(session, at_seq).as_dict())
+    return json_response(state_at(session, at_seq).as_dict())
 
 
 @router.post("/sessions/{session_id}/snapshots", summary="Checkpoint the state at head")
 def create_snapshot(request: HttpRequest, session_id: UUID) -> HttpResponse:
     session = _session(request, session_id)
     snapshot = take_snapshot(session, session.head_seq, reason="agent")
-    return _json(
+    return json_response(
         {"seq": snapshot.seq, "content_hash": snapshot.content_hash,
          "created_at": snapshot.created_at.isoformat()},
         status=201,
@@ -294,13 +286,13 @@ def fork(request: HttpRequest, session_id: UUID, payload: ForkIn) -> HttpRespons
         parent, at_seq=payload.at_seq, actor=Actor.for_key(api_key), title=payload.title
     )
     child.agent = parent.agent
-    return _json(session_to_dict(child), status=201)
+    return json_response(session_to_dict(child), status=201)
 
 
 def _lifecycle(request: HttpRequest, session_id: UUID, payload: ReasonIn, operation) -> HttpResponse:  # type: ignore[no-untyped-def]
     session = _session(request, session_id)
     operation(session, actor=Actor.for_key(_key(request)), reason=payload.reason)
-    return _json(session_to_dict(session))
+    return json_response(session_to_dict(session))
 
 
 @router.post("/sessions/{session_id}/pause", summary="Pause")

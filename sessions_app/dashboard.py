@@ -509,3 +509,21 @@ def session_rows(project: Project, filters: SessionFilters) -> QuerySet[Session]
     qs = filter_sessions(project, filters)
     flag = has_task_flag()
     return qs.annotate(has_task=flag) if flag is not None else qs
+
+
+def htmx_partial_for(request: HttpRequest, *targets: str) -> str | None:
+    """The id the htmx request targets, if it is one of `targets` (else the full page)."""
+    htmx = getattr(request, "htmx", None)
+    if not htmx or htmx.history_restore_request:
+        return None
+    return htmx.target if htmx.target in targets else None
+
+
+def cursor_links(request: HttpRequest, next_cursor: str | None) -> dict[str, str]:
+    """Query strings of a list's first and next page: the same filters, another cursor."""
+    params = request.GET.copy()
+    params.pop("cursor", None)
+    first_query = params.urlencode()
+    if next_cursor:
+        params["cursor"] = next_cursor
+    return {"first_query": first_query, "next_query": params.urlencode() if next_cursor else ""}

@@ -1,8 +1,10 @@
 """HTTP responses shared by the API and the dashboard."""
 
+import json
 from collections.abc import AsyncIterator
+from typing import Any
 
-from django.http import StreamingHttpResponse
+from django.http import HttpResponse, StreamingHttpResponse
 
 from .actors import Actor
 from .models import Session
@@ -25,3 +27,12 @@ def jsonl_export_response(session: Session, *, actor: Actor) -> StreamingHttpRes
     response = StreamingHttpResponse(lines(), content_type="application/x-ndjson")
     response["Content-Disposition"] = f'attachment; filename="session-{session.pk}.jsonl"'
     return response
+
+
+def json_response(payload: Any, status: int = 200) -> HttpResponse:
+    """Compact JSON; Decimals, UUIDs and datetimes already arrive as strings or go through str."""
+    return HttpResponse(
+        json.dumps(payload, default=str, separators=(",", ":")),
+        status=status,
+        content_type="application/json",
+    )

@@ -23,10 +23,12 @@ from .actors import Actor
 from .dashboard import (
     LogOptions,
     base_context,
+    cursor_links,
     event_log,
     events_chart,
     facts_context,
     form_errors,
+    htmx_partial_for,
     inspector_context,
     linked_tasks,
     overview_live_context,
@@ -46,14 +48,6 @@ from .services.sessions import fork_session
 from .services.state import state_at
 
 SESSIONS_PER_PAGE = 50
-
-
-def _partial_for(request: HttpRequest, *targets: str) -> str | None:
-    """The id the htmx request targets, if it is one of `targets` (else the full page)."""
-    htmx = getattr(request, "htmx", None)
-    if not htmx or htmx.history_restore_request:
-        return None
-    return htmx.target if htmx.target in targets else None
 
 
 @require_GET
@@ -87,7 +81,7 @@ def switch_project(request: HttpRequest) -> HttpResponse:
 def overview(request: HttpRequest, project_id: int) -> HttpResponse:
     membership = project_for(request, project_id)
     project = membership.project
-    if _partial_for(request, "events-chart"):
+    if htmx_partial_for(request, "events-chart"):
         # The chart polls itself every half minute.
         return render(request, "sessions_app/overview.html#events-chart",
                       {"project": project, "chart": events_chart(project)})
@@ -108,7 +102,7 @@ def session_list(request: HttpRequest, project_id: int) -> HttpResponse:
     membership = project_for(request, project_id)
     project = membership.project
     form = SessionFilterForm(project, request.GET)
-    partial = _partial_for(request, "session-results")
+    partial = htmx_partial_for(request, "session-results")
     template = "sessions_app/session_list.html" + (f"#{partial}" if partial else "")
     context = base_context(request, membership, "sessions")
     context.update({"form": form, "task_column": has_task_expression() is not None})
@@ -121,17 +115,11 @@ def session_list(request: HttpRequest, project_id: int) -> HttpResponse:
         session_rows(project, form.to_filters()), cursor=cursor, limit=SESSIONS_PER_PAGE,
         sort=sort,
     )
-    params = request.GET.copy()
-    params.pop("cursor", None)
-    first_query = params.urlencode()
-    if next_cursor:
-        params["cursor"] = next_cursor
     live_params = request.GET.copy()
     live_params["view"] = "sessions"
     context.update({
         "sessions": sessions,
-        "next_query": params.urlencode() if next_cursor else "",
-        "first_query": first_query,
+        **cursor_links(request, next_cursor),
         "is_first_page": cursor is None,
         "is_filtered": form.is_filtered,
         "ws_url": f"/ws/projects/{project.pk}/?{live_params.urlencode()}",
@@ -148,7 +136,7 @@ def session_list(request: HttpRequest, project_id: int) -> HttpResponse:
 def session_detail(request: HttpRequest, session_id: str) -> HttpResponse:
     session, membership = get_session_for_user(request.user, session_id)
     form = EventLogForm(session, request.GET)
-    partial = _partial_for(request, "event-log")
+    partial = htmx_partial_for(request, "event-log")
     valid = form.is_valid()
     options = LogOptions.from_cleaned(form.cleaned_data if valid else {})
     context = {

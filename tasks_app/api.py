@@ -5,7 +5,6 @@ exception: a signal can be delivered with the task's own signal token instead of
 an external system (a webhook sender) needs no key and can reach nothing but that task's signals.
 """
 
-import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -18,6 +17,7 @@ from ninja.security import APIKeyHeader, APIKeyQuery, HttpBearer
 
 from sessions_app.access import get_session_for_key
 from sessions_app.actors import Actor
+from sessions_app.http import json_response
 from sessions_app.models import ApiKey
 from sessions_app.services.projects import authenticate_api_key
 
@@ -96,14 +96,6 @@ def _actor(request: HttpRequest) -> Actor:
 
 def _task(request: HttpRequest, task_id: UUID) -> Task:
     return get_task_for_key(_key(request), task_id)
-
-
-def _json(payload: Any, status: int = 200) -> HttpResponse:
-    return HttpResponse(
-        json.dumps(payload, default=str, separators=(",", ":")),
-        status=status,
-        content_type="application/json",
-    )
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -341,7 +333,7 @@ def create(request: HttpRequest, payload: TaskIn) -> HttpResponse:
     if result.signal_token is not None:
         # Shown once, to the creator: hand it to the external system that will signal the task.
         body["signal_token"] = result.signal_token
-    return _json(body, status=201 if result.created else 200)
+    return json_response(body, status=201 if result.created else 200)
 
 
 @router.get("/tasks", summary="List tasks (filters, cursor pagination)")
@@ -357,7 +349,7 @@ def list_tasks(request: HttpRequest, filters: Query[TaskListQuery]) -> HttpRespo
         ),
     )
     page, next_cursor = page_tasks(qs, cursor=filters.cursor, limit=filters.limit)
-    return _json({
+    return json_response({
         "tasks": [task_to_dict(t, steps=list(t.steps.all())) for t in page],
         "next_cursor": next_cursor,
     })
@@ -366,7 +358,7 @@ def list_tasks(request: HttpRequest, filters: Query[TaskListQuery]) -> HttpRespo
 @router.get("/tasks/{task_id}", summary="Read a task, with its steps and recent history")
 def read_task(request: HttpRequest, task_id: UUID, params: Query[TaskReadQuery]) -> HttpResponse:
     task = _task(request, task_id)
-    return _json(task_to_dict(
+    return json_response(task_to_dict(
         task,
         steps=task_steps(task),
         history=recent_history(task, limit=params.history_limit),
@@ -383,7 +375,7 @@ def read_history(request: HttpRequest, task_id: UUID, params: Query[HistoryQuery
     if params.step:
         qs = qs.filter(step_key=params.step)
     rows = list(qs[: params.limit + 1])
-    return _json({
+    return json_response({
         "history": [history_to_dict(h) for h in rows[: params.limit]],
         "has_more": len(rows) > params.limit,
     })
@@ -396,7 +388,7 @@ def transition(request: HttpRequest, task_id: UUID, payload: TransitionIn) -> Ht
         task, payload.to, transition=payload.transition, actor=_actor(request),
         expected_version=payload.expected_version, reason=payload.reason,
     )
-    return _json(task_to_dict(task, steps=task_steps(task)))
+    return json_response(task_to_dict(task, steps=task_steps(task)))
 
 
 @router.get("/tasks/{task_id}/steps/{key}", summary="One step, with all its attempts' history")
@@ -406,7 +398,7 @@ def read_step(request: HttpRequest, task_id: UUID, key: str) -> HttpResponse:
     if step is None:
         raise NotFound(f"The task has no step {key!r}.", detail={"step": key})
     history = TaskHistory.objects.filter(task=task, step_key=key).order_by("id")
-    return _json({**step_to_dict(step), "history": [history_to_dict(h) for h in history]})
+    return json_response({**step_to_dict(step), "history": [history_to_dict(h) for h in history]})
 
 
 @router.put("/tasks/{task_id}/steps/{key}", summary="Report a step's progress")
@@ -435,7 +427,7 @@ def put_step(request: HttpRequest, task_id: UUID, key: str, payload: StepIn) -> 
         expected_version=payload.expected_version,
         reason=payload.reason,
     )
-    return _json({
+    return json_response({
         "step": step_to_dict(result.step),
         "task": _task_brief(result.task),
         "replayed": result.replayed,
@@ -479,7 +471,7 @@ def signal(
         "replayed": result.replayed,
     }
     # 202: stored, and no step waits on it yet; the first wait on this signal will consume it.
-    return _json(body, status=200 if result.resolved or result.replayed else 202)
+    return json_response(body, status=200 if result.resolved or result.replayed else 202)
 
 
 # --- Links ------------------------------------------------------------------------------------
@@ -488,7 +480,7 @@ def signal(
 @router.get("/tasks/{task_id}/sessions", summary="The sessions linked to a task")
 def task_sessions(request: HttpRequest, task_id: UUID) -> HttpResponse:
     task = _task(request, task_id)
-    return _json({"sessions": [
+    return json_response({"sessions": [
         {"id": str(s.pk), "title": s.title, "agent": s.agent.name, "status": s.status,
          "external_id": s.external_id}
         for s in sessions_for_task(task)
@@ -499,7 +491,7 @@ def task_sessions(request: HttpRequest, task_id: UUID) -> HttpResponse:
 def link(request: HttpRequest, task_id: UUID, payload: LinkIn) -> HttpResponse:
     task = _task(request, task_id)
     linked = link_sessions(task, payload.session_ids, actor=_actor(request))
-    return _json({
+    return json_response({
         "linked": [str(s.pk) for s in linked],
         "session_ids": session_ids_for_task(task),
     })
@@ -509,13 +501,13 @@ def link(request: HttpRequest, task_id: UUID, payload: LinkIn) -> HttpResponse:
 def unlink(request: HttpRequest, task_id: UUID, session_id: UUID) -> HttpResponse:
     task = _task(request, task_id)
     removed = unlink_session(task, session_id, actor=_actor(request))
-    return _json({"unlinked": removed, "session_ids": session_ids_for_task(task)})
+    return json_response({"unlinked": removed, "session_ids": session_ids_for_task(task)})
 
 
 @router.get("/sessions/{session_id}/tasks", summary="The tasks linked to a session")
 def session_tasks(request: HttpRequest, session_id: UUID) -> HttpResponse:
     session = get_session_for_key(_key(request), session_id)
-    return _json({"tasks": [
+    return json_response({"tasks": [
         task_to_dict(t, steps=list(t.steps.all())) for t in tasks_for_session(session)
     ]})
 
@@ -528,7 +520,7 @@ def register(request: HttpRequest, payload: WorkflowIn) -> HttpResponse:
     api_key = _key(request)
     data = payload.model_dump(by_alias=True)
     definition, created = register_workflow_data(api_key.project, data, actor=_actor(request))
-    return _json(workflow_to_dict(definition), status=201 if created else 200)
+    return json_response(workflow_to_dict(definition), status=201 if created else 200)
 
 
 @router.get("/workflows", summary="Workflow definitions this project can start")
@@ -536,7 +528,7 @@ def list_workflows(request: HttpRequest, params: Query[WorkflowQuery]) -> HttpRe
     qs = visible_workflows(_key(request).project_id)
     if params.name:
         qs = qs.filter(name=params.name)
-    return _json({"workflows": [workflow_to_dict(d) for d in qs]})
+    return json_response({"workflows": [workflow_to_dict(d) for d in qs]})
 
 
 @router.get("/workflows/{name}", summary="One workflow definition (latest, or ?version=)")
@@ -545,4 +537,4 @@ def read_workflow(request: HttpRequest, name: str, version: int | None = None) -
         definition = resolve_workflow(_key(request).project_id, name, version)
     except UnknownWorkflow as exc:  # a 422 when creating a task; here, a page that is not there
         raise NotFound(exc.message, detail=exc.detail) from None
-    return _json(workflow_to_dict(definition))
+    return json_response(workflow_to_dict(definition))

@@ -12,7 +12,13 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
-from sessions_app.dashboard import base_context, form_errors, project_for
+from sessions_app.dashboard import (
+    base_context,
+    cursor_links,
+    form_errors,
+    htmx_partial_for,
+    project_for,
+)
 
 from .access import get_task_for_user
 from .dashboard import (
@@ -27,14 +33,6 @@ from .forms import TaskFilterForm, TaskHistoryForm
 from .queries import workflow_choices
 
 
-def _partial_for(request: HttpRequest, *targets: str) -> str | None:
-    """The id the htmx request targets, if it is one of `targets` (else the full page)."""
-    htmx = getattr(request, "htmx", None)
-    if not htmx or htmx.history_restore_request:
-        return None
-    return htmx.target if htmx.target in targets else None
-
-
 @require_GET
 @login_required
 @vary_on_headers("HX-Request")
@@ -42,7 +40,7 @@ def task_list(request: HttpRequest, project_id: int) -> HttpResponse:
     membership = project_for(request, project_id)
     project = membership.project
     form = TaskFilterForm(workflow_choices(project), request.GET)
-    partial = _partial_for(request, "task-results")
+    partial = htmx_partial_for(request, "task-results")
     template = LIST_PAGE + (f"#{partial}" if partial else "")
     context = base_context(request, membership, "tasks")
     context["form"] = form
@@ -50,15 +48,9 @@ def task_list(request: HttpRequest, project_id: int) -> HttpResponse:
         context["errors"] = form_errors(form)
         return render(request, template, context, status=400)
     tasks, next_cursor = task_page(project, form)
-    params = request.GET.copy()
-    params.pop("cursor", None)
-    first_query = params.urlencode()
-    if next_cursor:
-        params["cursor"] = next_cursor
     context.update({
         "tasks": tasks,
-        "next_query": params.urlencode() if next_cursor else "",
-        "first_query": first_query,
+        **cursor_links(request, next_cursor),
         "is_first_page": not form.cleaned_data.get("cursor"),
         "is_filtered": form.is_filtered,
         "filter_session": linked_session(project, form),
@@ -81,7 +73,7 @@ def task_detail(request: HttpRequest, task_id: str) -> HttpResponse:
         "history_errors": [] if valid else form_errors(form),
     }
     status = 200 if valid else 400
-    partial = _partial_for(request, "task-history", "history-more")
+    partial = htmx_partial_for(request, "task-history", "history-more")
     if partial == "history-more" and valid:
         return render(request, f"{TASK_PAGE}#history-rows", context)
     if partial:
