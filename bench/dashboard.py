@@ -631,10 +631,11 @@ def main() -> int:
     from django.contrib.auth import get_user_model
     from django.test import Client
 
-    from sessions_app.actors import Actor
-    from sessions_app.models import Agent, Role
-    from sessions_app.queries import encode_cursor
-    from sessions_app.services.projects import add_member, create_api_key, create_project
+    from core.actors import Actor
+    from core.cursors import encode_cursor
+    from core.models import Role
+    from core.services.projects import add_member, create_api_key, create_project
+    from sessions_app.models import Agent
     from sessions_app.services.sessions import open_session
     from tasks_app.services.tasks import create_task
 

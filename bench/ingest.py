@@ -662,7 +662,7 @@ RAW_INSERT = (f"INSERT INTO bench_raw_event ({EVENT_COLUMNS})"
 def raw_row(session_id: uuid.UUID, seq: int, ev: dict[str, Any]) -> tuple[Any, ...]:
     from psycopg.types.json import Jsonb
 
-    from sessions_app.services.events import searchable_text
+    from sessions_app.services.log import searchable_text
 
     kind = ev["kind"]
     return (session_id, seq, kind, "durable" if kind in DURABLE else "transient",
@@ -995,8 +995,8 @@ def service_appends(
     Redis connection, which is not what the server does, so the broadcast is measured through
     the server instead: see 'broadcast cost'.)
     """
-    from sessions_app import realtime
-    from sessions_app.actors import Actor
+    from core import realtime
+    from core.actors import Actor
     from sessions_app.models import Session
     from sessions_app.services.events import EventDraft, append_events
 
@@ -1238,8 +1238,8 @@ def main() -> int:
     django.setup()
     from django.conf import settings
 
-    from sessions_app.actors import Actor
-    from sessions_app.services.projects import create_api_key, create_project
+    from core.actors import Actor
+    from core.services.projects import create_api_key, create_project
     from sessions_app.services.sessions import open_session
 
     every = settings.SWITCHBOARD_SNAPSHOT_EVERY

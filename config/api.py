@@ -14,10 +14,10 @@ from ninja.errors import AuthenticationError, HttpError, Throttled, ValidationEr
 from ninja.security import HttpBearer
 from ninja.throttling import BaseThrottle
 
-from config.middleware import error_response
-from sessions_app.errors import DomainError
-from sessions_app.models import ApiKey
-from sessions_app.services.projects import authenticate_api_key
+from core.errors import DomainError
+from core.http import error_response
+from core.models import ApiKey
+from core.services.projects import authenticate_api_key
 
 logger = logging.getLogger(__name__)
 
@@ -135,5 +135,6 @@ def unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
     return error_response(500, "internal_error", "Something went wrong on our side.")
 
 
+api.add_router("/", "switchboard.api.router")
 api.add_router("/", "sessions_app.api.router")
 api.add_router("/", "tasks_app.api.router")

@@ -1,12 +1,8 @@
-import json
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
-
-def error_response(status: int, code: str, message: str, detail: object = None) -> HttpResponse:
-    body = {"error": {"code": code, "message": message, "detail": detail or {}}}
-    return HttpResponse(json.dumps(body), status=status, content_type="application/json")
+from core.http import error_response
 
 
 class ApiBodyLimitMiddleware:
@@ -70,7 +66,7 @@ class DashboardDomainErrorMiddleware:
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         from django.shortcuts import render
 
-        from sessions_app.errors import DomainError
+        from core.errors import DomainError
 
         if not isinstance(exception, DomainError) or request.path.startswith("/api/"):
             return None

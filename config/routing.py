@@ -1,6 +1,6 @@
 from django.urls import path
 
-from sessions_app.consumers import ProjectConsumer, SessionConsumer
+from switchboard.consumers import ProjectConsumer, SessionConsumer
 from tasks_app.consumers import TaskConsumer, TaskListConsumer
 
 websocket_urlpatterns = [

@@ -77,8 +77,11 @@ INSTALLED_APPS = [
     "channels",
     "django_celery_beat",
     "ninja",
+    # The floors, lowest first: each app imports only the ones above it in this list.
+    "core",
     "sessions_app",
     "tasks_app",
+    "switchboard",
 ]
 
 MIDDLEWARE = [
@@ -196,6 +199,20 @@ CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 600)
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 540)
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# Declared here, in code; django-celery-beat's DatabaseScheduler copies these entries into its
+# PeriodicTask rows when beat starts (admins can still pause one in the admin).
+CELERY_BEAT_SCHEDULE = {
+    # A waiting step's deadline is honoured to within this interval.
+    "tasks_app: expire step deadlines": {
+        "task": "tasks_app.expire_step_deadlines",
+        "schedule": env_int("SWITCHBOARD_DEADLINE_CHECK_SECONDS", 30),
+    },
+    # Outbox rows a crash or a Redis outage left unsent reach live pages within this interval.
+    "core: relay outbox": {
+        "task": "core.relay_outbox",
+        "schedule": env_int("SWITCHBOARD_OUTBOX_RELAY_SECONDS", 10),
+    },
+}
 CELERY_TIMEZONE = "UTC"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 

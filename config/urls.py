@@ -8,5 +8,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("tasks_app.urls")),
-    path("", include("sessions_app.urls")),
+    path("", include("switchboard.urls")),
 ]

@@ -1,4 +1,8 @@
-"""Session endpoints of the agent API: parse, authorise, call a service, render."""
+"""Session endpoints of the agent API: parse, authorise, call a service, render.
+
+Opening a session (it may link tasks) and reading one (it shows its tasks) are composed with
+the tasks app in switchboard.api; everything else about sessions is here.
+"""
 
 import json
 from datetime import datetime
@@ -10,21 +14,15 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from ninja import Field, Query, Router, Schema
 
-from tasks_app.queries import linked_tasks_summary
-from tasks_app.services.links import open_session_for_tasks
+from core.actors import Actor
+from core.errors import InvalidInput, PayloadTooLarge
+from core.http import json_response
+from core.models import ApiKey
 
-from . import fastpath
-from .actors import Actor
-from .errors import InvalidInput, PayloadTooLarge
-from .http import json_response, jsonl_export_response
-from .models import ApiKey, EventKind, Session, SessionStatus, Tier
-from .queries import (
-    SessionFilters,
-    event_row_to_json,
-    filter_sessions,
-    page_sessions,
-    slice_events,
-)
+from .access import get_session_for_key
+from .http import jsonl_export_response
+from .models import EventKind, Session, SessionStatus, Tier
+from .queries import event_row_to_json, slice_events
 from .services.events import EventDraft, append_events
 from .services.lifecycle import close_session, pause_session, resume_session
 from .services.sessions import fork_session
@@ -32,13 +30,12 @@ from .services.state import state_at, take_snapshot
 
 router = Router(tags=["sessions"])
 
-# Column bounds (seq, tokens: integer; budgets: bigint): refused as 422 before the database,
-# which SQLite would otherwise answer with an OverflowError.
+# Column bounds (seq, tokens: integer; budgets: bigint): refused as 422 before the database.
 MAX_INT = 2**31 - 1
 MAX_BIGINT = 2**63 - 1
 
 
-def _key(request: HttpRequest) -> ApiKey:
+def request_key(request: HttpRequest) -> ApiKey:
     return request.auth  # type: ignore[attr-defined,no-any-return]
 
 
@@ -139,58 +136,11 @@ def session_to_dict(
     return body
 
 
-def _session(request: HttpRequest, session_id: UUID) -> Session:
-    # access.get_session_for_key in one fixed statement (the ORM falls back on SQLite).
-    return fastpath.session_for_key(_key(request), session_id)
+def request_session(request: HttpRequest, session_id: UUID) -> Session:
+    return get_session_for_key(request_key(request), session_id)
 
 
 # --- Endpoints ------------------------------------------------------------------------------
-
-
-@router.post("/sessions", summary="Open a session (idempotent by external_id)")
-def create_session(request: HttpRequest, payload: SessionIn) -> HttpResponse:
-    api_key = _key(request)
-    budget = payload.budget or BudgetIn()
-    session, created = open_session_for_tasks(
-        api_key.project,
-        task_ids=payload.task_ids,
-        actor=Actor.for_key(api_key),
-        agent_name=payload.agent,
-        external_id=payload.external_id,
-        title=payload.title,
-        metadata=payload.metadata,
-        budget_max_tokens=budget.max_tokens,
-        budget_max_cost=budget.max_cost,
-    )
-    return json_response(
-        session_to_dict(session, tasks=linked_tasks_summary(session)),
-        status=201 if created else 200,
-    )
-
-
-@router.get("/sessions", summary="List sessions (filters, cursor pagination)")
-def list_sessions(request: HttpRequest, filters: Query[SessionListQuery]) -> HttpResponse:
-    qs = filter_sessions(
-        _key(request).project,
-        SessionFilters(
-            status=[str(s) for s in filters.status] if filters.status else None,
-            agent=filters.agent,
-            q=filters.q,
-            metadata_key=filters.metadata_key,
-            created_after=filters.created_after,
-            created_before=filters.created_before,
-            updated_after=filters.updated_after,
-            updated_before=filters.updated_before,
-        ),
-    )
-    page, next_cursor = page_sessions(qs, cursor=filters.cursor, limit=filters.limit)
-    return json_response({"sessions": [session_to_dict(s) for s in page], "next_cursor": next_cursor})
-
-
-@router.get("/sessions/{session_id}", summary="Read one session")
-def read_session(request: HttpRequest, session_id: UUID) -> HttpResponse:
-    session = _session(request, session_id)
-    return json_response(session_to_dict(session, tasks=linked_tasks_summary(session)))
 
 
 @router.post("/sessions/{session_id}/events", summary="Append a batch of events")
@@ -200,7 +150,7 @@ def append(request: HttpRequest, session_id: UUID, payload: AppendIn) -> HttpRes
             f"A batch holds at most {settings.SWITCHBOARD_MAX_BATCH_EVENTS} events.",
             detail={"limit": settings.SWITCHBOARD_MAX_BATCH_EVENTS, "size": len(payload.events)},
         )
-    api_key = _key(request)
+    api_key = request_key(request)
     drafts = [
         EventDraft(
             kind=e.kind, content=e.content, tier=e.tier, role=e.role, tokens=e.tokens,
@@ -210,7 +160,7 @@ def append(request: HttpRequest, session_id: UUID, payload: AppendIn) -> HttpRes
     ]
     if any(d.idempotency_key is not None for d in drafts):
         # Replays read the session's earlier events: check the session is the key's first.
-        session = fastpath.session_for_key(api_key, session_id)
+        session = get_session_for_key(api_key, session_id)
     else:
         # The hot path reads nothing first: the append's UPDATE is scoped to the key's project
         # and a session it cannot update is explained (404/409) as before (services.events).
@@ -221,7 +171,7 @@ def append(request: HttpRequest, session_id: UUID, payload: AppendIn) -> HttpRes
             expected_head_seq=payload.expected_head_seq,
         )
     except InvalidInput:
-        fastpath.session_for_key(api_key, session_id)  # an unknown session is a 404 first
+        get_session_for_key(api_key, session_id)  # an unknown session is a 404 first
         raise
     body = {
         "head_seq": result.head_seq,
@@ -245,7 +195,7 @@ def append(request: HttpRequest, session_id: UUID, payload: AppendIn) -> HttpRes
 def list_events(
     request: HttpRequest, session_id: UUID, params: Query[SliceQuery]
 ) -> HttpResponse:
-    session = fastpath.session_for_key(_key(request), session_id)  # the hot path: no ORM query
+    session = get_session_for_key(request_key(request), session_id)  # one fixed statement
     page = slice_events(
         session,
         after_seq=params.after_seq,
@@ -263,13 +213,13 @@ def list_events(
 
 @router.get("/sessions/{session_id}/state", summary="Working state, facts and summary at a seq")
 def read_state(request: HttpRequest, session_id: UUID, at_seq: int | None = None) -> HttpResponse:
-    session = _session(request, session_id)
+    session = request_session(request, session_id)
     return json_response(state_at(session, at_seq).as_dict())
 
 
 @router.post("/sessions/{session_id}/snapshots", summary="Checkpoint the state at head")
 def create_snapshot(request: HttpRequest, session_id: UUID) -> HttpResponse:
-    session = _session(request, session_id)
+    session = request_session(request, session_id)
     snapshot = take_snapshot(session, session.head_seq, reason="agent")
     return json_response(
         {"seq": snapshot.seq, "content_hash": snapshot.content_hash,
@@ -280,8 +230,8 @@ def create_snapshot(request: HttpRequest, session_id: UUID) -> HttpResponse:
 
 @router.post("/sessions/{session_id}/fork", summary="Fork (or rewind) at a seq")
 def fork(request: HttpRequest, session_id: UUID, payload: ForkIn) -> HttpResponse:
-    api_key = _key(request)
-    parent = _session(request, session_id)
+    api_key = request_key(request)
+    parent = request_session(request, session_id)
     child = fork_session(
         parent, at_seq=payload.at_seq, actor=Actor.for_key(api_key), title=payload.title
     )
@@ -290,8 +240,8 @@ def fork(request: HttpRequest, session_id: UUID, payload: ForkIn) -> HttpRespons
 
 
 def _lifecycle(request: HttpRequest, session_id: UUID, payload: ReasonIn, operation) -> HttpResponse:  # type: ignore[no-untyped-def]
-    session = _session(request, session_id)
-    operation(session, actor=Actor.for_key(_key(request)), reason=payload.reason)
+    session = request_session(request, session_id)
+    operation(session, actor=Actor.for_key(request_key(request)), reason=payload.reason)
     return json_response(session_to_dict(session))
 
 
@@ -312,5 +262,5 @@ def close(request: HttpRequest, session_id: UUID, payload: ReasonIn | None = Non
 
 @router.get("/sessions/{session_id}/export", summary="The whole log as JSON Lines (streamed)")
 def export(request: HttpRequest, session_id: UUID) -> StreamingHttpResponse:
-    session = _session(request, session_id)
-    return jsonl_export_response(session, actor=Actor.for_key(_key(request)))
+    session = request_session(request, session_id)
+    return jsonl_export_response(session, actor=Actor.for_key(request_key(request)))

@@ -1,14 +1,13 @@
 """HTTP responses shared by the API and the dashboard."""
 
-import json
 from collections.abc import AsyncIterator
-from typing import Any
 
-from django.http import HttpResponse, StreamingHttpResponse
+from django.http import StreamingHttpResponse
 
-from .actors import Actor
-from .models import Session
-from .queries import event_row_to_json
+from core.actors import Actor
+from sessions_app.models import Session
+from sessions_app.queries import event_row_to_json
+
 from .services.sessions import export_session
 
 
@@ -27,12 +26,3 @@ def jsonl_export_response(session: Session, *, actor: Actor) -> StreamingHttpRes
     response = StreamingHttpResponse(lines(), content_type="application/x-ndjson")
     response["Content-Disposition"] = f'attachment; filename="session-{session.pk}.jsonl"'
     return response
-
-
-def json_response(payload: Any, status: int = 200) -> HttpResponse:
-    """Compact JSON; Decimals, UUIDs and datetimes already arrive as strings or go through str."""
-    return HttpResponse(
-        json.dumps(payload, default=str, separators=(",", ":")),
-        status=status,
-        content_type="application/json",
-    )

@@ -1,68 +1,12 @@
+"""The session store: agents, sessions, their append-only event logs and snapshots."""
+
 import uuid
 from decimal import Decimal
 
-from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-
-class Project(models.Model):
-    """The tenant boundary: every row below belongs to exactly one project."""
-
-    name = models.CharField(max_length=100, unique=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    def __str__(self) -> str:
-        return self.name
-
-
-class Role(models.TextChoices):
-    VIEWER = "viewer", "Viewer"
-    OPERATOR = "operator", "Operator"
-    ADMIN = "admin", "Admin"
-
-    @classmethod
-    def rank(cls, role: str) -> int:
-        return {cls.VIEWER: 1, cls.OPERATOR: 2, cls.ADMIN: 3}[cls(role)]
-
-
-class Membership(models.Model):
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
-    )
-    role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        constraints = [
-            models.UniqueConstraint(fields=["project", "user"], name="membership_unique_user"),
-        ]
-
-    def has_role(self, minimum: str) -> bool:
-        return Role.rank(self.role) >= Role.rank(minimum)
-
-
-class ApiKey(models.Model):
-    """A project-scoped secret. Only its SHA-256 is stored; `prefix` identifies it in lists."""
-
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="api_keys")
-    name = models.CharField(max_length=100)
-    prefix = models.CharField(max_length=16, unique=True)
-    hashed_secret = models.CharField(max_length=64)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-    last_used_at = models.DateTimeField(null=True, blank=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
-
-    def __str__(self) -> str:
-        return f"{self.name} ({self.prefix}…)"
-
-    @property
-    def is_active(self) -> bool:
-        return self.revoked_at is None
+from core.models import Project
 
 
 class Agent(models.Model):
@@ -289,24 +233,4 @@ class Snapshot(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["session", "seq"], name="snapshot_unique_seq"),
-        ]
-
-
-class AuditEntry(models.Model):
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="audit_entries")
-    actor = models.CharField(max_length=150)
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
-    )
-    api_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.SET_NULL)
-    action = models.CharField(max_length=50)
-    target_type = models.CharField(max_length=50)
-    target_id = models.CharField(max_length=64)
-    detail = models.JSONField(default=dict, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        indexes = [
-            models.Index(fields=["project", "-created_at"], name="audit_project_created"),
-            models.Index(fields=["target_type", "target_id"], name="audit_target"),
         ]

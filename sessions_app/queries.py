@@ -4,10 +4,6 @@ A fork's history is its ancestors' rows up to each fork point plus its own, reso
 `Session.ancestry`; nothing is copied. Every slice walks the (session_id, seq) primary key.
 """
 
-import base64
-import binascii
-import json
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -15,57 +11,15 @@ from json.encoder import encode_basestring as _json_str  # json.dumps(str, ensur
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.apps import apps
-from django.db import connection
-from django.db.models import (
-    BooleanField,
-    Count,
-    Exists,
-    F,
-    Func,
-    OuterRef,
-    Q,
-    QuerySet,
-    Subquery,
-    TextField,
-    Value,
-)
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery, TextField
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast, Coalesce, TruncMinute
+from django.db.models.functions import Cast, TruncMinute
 
-from .errors import InvalidInput
-from .models import (
-    DEFAULT_TIER,
-    AuditEntry,
-    Event,
-    EventKind,
-    Project,
-    Session,
-    SessionStatus,
-    Tier,
-)
-
-EVENT_FIELDS = (
-    "session_id", "seq", "kind", "tier", "role", "tokens", "cost", "actor",
-    "idempotency_key", "created_at",
-)
-
-
-def lineage_q(session: Session, *, after: int = 0, upto: int | None = None) -> Q:
-    """Rows (events or snapshots) of `session`'s visible history with after < seq <= upto."""
-    q = Q(pk__in=[])
-    for segment_id, lower, segment_upto in session.lineage_segments():
-        low = max(lower, after)
-        high = segment_upto if upto is None else (
-            upto if segment_upto is None else min(upto, segment_upto)
-        )
-        if high is not None and high <= low:
-            continue
-        part = Q(session_id=segment_id, seq__gt=low)
-        if high is not None:
-            part &= Q(seq__lte=high)
-        q |= part
-    return q
+from core.cursors import decode_cursor, encode_cursor
+from core.errors import InvalidInput
+from core.models import AuditEntry, Project
+from sessions_app import storage
+from sessions_app.models import DEFAULT_TIER, Event, EventKind, Session, SessionStatus, Tier
 
 
 @dataclass
@@ -73,10 +27,6 @@ class EventSlice:
     rows: list[dict[str, Any]]  # each has "content_json": the stored JSON text, undecoded
     head_seq: int
     has_more: bool
-
-
-def _content_as_text() -> Cast:
-    return Cast("content", output_field=TextField())
 
 
 def slice_events(
@@ -114,62 +64,16 @@ def slice_events(
             high = upper - 1 if high is None else min(high, upper - 1)
         if high is not None and high <= low:
             continue
-        if connection.vendor == "postgresql":
-            rows.extend(
-                _segment_rows(segment_id, low, high, kinds, tier, newest_first, wanted - len(rows))
+        rows.extend(
+            storage.segment_rows(
+                segment_id, low, high, kinds=kinds, tier=tier, newest_first=newest_first,
+                limit=wanted - len(rows),
             )
-        else:
-            qs = Event.objects.filter(session_id=segment_id, seq__gt=low)
-            if high is not None:
-                qs = qs.filter(seq__lte=high)
-            if kinds:
-                qs = qs.filter(kind__in=kinds)
-            if tier:
-                qs = qs.filter(tier=tier)
-            qs = qs.order_by("-seq" if newest_first else "seq").annotate(
-                content_json=_content_as_text()
-            )
-            rows.extend(qs.values(*EVENT_FIELDS, "content_json")[: wanted - len(rows)])
+        )
         if len(rows) >= wanted:
             break
     has_more = len(rows) > limit
     return EventSlice(rows=rows[:limit], head_seq=session.head_seq, has_more=has_more)
-
-
-_SLICE_COLUMNS = ", ".join(EVENT_FIELDS) + ", content::text"
-_SLICE_KEYS = (*EVENT_FIELDS, "content_json")
-
-
-def _segment_rows(
-    segment_id: Any,
-    low: int,
-    high: int | None,
-    kinds: list[str] | None,
-    tier: str | None,
-    newest_first: bool,
-    limit: int,
-) -> list[dict[str, Any]]:
-    """One segment's rows as `slice_events`' ORM query returns them, in one fixed statement.
-
-    PostgreSQL only: the slice endpoint is a hot path, and building this query through the ORM
-    costs more CPU than the database spends answering it (bench/ingest.py).
-    """
-    sql = [f"SELECT {_SLICE_COLUMNS} FROM sessions_app_event WHERE session_id = %s AND seq > %s"]
-    params: list[Any] = [segment_id, low]
-    if high is not None:
-        sql.append(" AND seq <= %s")
-        params.append(high)
-    if kinds:
-        sql.append(f" AND kind IN ({', '.join(['%s'] * len(kinds))})")
-        params.extend(kinds)
-    if tier:
-        sql.append(" AND tier = %s")
-        params.append(tier)
-    sql.append(f" ORDER BY seq {'DESC' if newest_first else 'ASC'} LIMIT %s")
-    params.append(limit)
-    with connection.cursor() as cursor:
-        cursor.execute("".join(sql), params)
-        return [dict(zip(_SLICE_KEYS, row, strict=True)) for row in cursor.fetchall()]
 
 
 def iter_events_json(session: Session, *, chunk: int = 1000) -> Iterator[dict[str, Any]]:
@@ -241,67 +145,21 @@ def event_row_to_json(row: dict[str, Any]) -> str:
 # --- Sessions list --------------------------------------------------------------------------
 
 
-def encode_cursor(created_at: datetime, session_id: object) -> str:
-    raw = json.dumps([created_at.isoformat(), str(session_id)]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+# --- Full-text search (the sessions list's `q`; how it is read: see storage.EventTextMatch) --
 
-
-def decode_cursor(cursor: str) -> tuple[datetime, str]:
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        created, object_id = json.loads(base64.urlsafe_b64decode(padded))
-        # Both parts are compared in SQL: a forged id must fail here, not in the database.
-        return datetime.fromisoformat(created), str(uuid.UUID(str(object_id)))
-    except (ValueError, TypeError, binascii.Error, json.JSONDecodeError):
-        raise InvalidInput("The cursor is not one this server issued.") from None
-
-
-# --- Full-text search (the sessions list's `q`) ---------------------------------------------
-#
-# A session matches when one of its own events has searchable text matching `q` (a fork's
-# inherited prefix is its parent's). On PostgreSQL the GIN index event_text_search_session
-# (migration 0004) holds, for every event with text, its session (as a one-element array) and
-# its tsvector, and the list is read one of two ways, picked from the index's statistics:
-#
-# * collect (rare terms): the matching events' sessions, from the index, then those sessions
-#   by primary key. Costs about one heap read per matching event, so only when they are few.
-# * walk (common terms): the sessions in the list's own keyset order, each probed until a page
-#   is full. A probe asks the index for events of *that* session matching the term (the array
-#   column: a B-tree cannot answer `ARRAY[session_id] @> …`, so a probe never degrades into a
-#   scan of a long session's primary key). A session with a long log first checks its newest
-#   SEARCH_WINDOW events by primary key, because a GIN probe of a session holding the term
-#   100,000 times reads all of those entries before answering.
-#
-# The old form, SELECT DISTINCT session_id over every matching event, read every match of a
-# common word (about a second at a million events, bench/dashboard.py).
-
-SEARCH_INDEX = "event_text_search_session"
-SEARCH_WINDOW = 64
 # Above this many estimated matching events, walk instead of collecting.
 SEARCH_COLLECT_MAX_EVENTS = 5000
 
-_SEARCH_ESTIMATE_SQL = """
-SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs, c.reltuples,
-       tsvector_to_array(to_tsvector('simple', %s))
-FROM pg_class c
-JOIN pg_namespace n ON n.oid = c.relnamespace
-LEFT JOIN pg_stats s ON s.schemaname = n.nspname AND s.tablename = c.relname
-     AND s.attname = 'to_tsvector'
-WHERE c.oid = to_regclass(%s)
-"""
-
 
 def text_search_strategy(text: str) -> str:
-    """"walk" or "collect" for `text` (PostgreSQL), as the planner would estimate it.
+    """"walk" or "collect" for `text`, as the planner would estimate it.
 
     Estimated matching events = indexed rows x the product of each lexeme's frequency among
     them (pg_stats' most common elements of the index's tsvector column). A lexeme missing
     from that list is rarer than all of them: collect. No statistics yet (never analysed) or
     no search index: collect, the form that is correct without the index.
     """
-    with connection.cursor() as cursor:
-        cursor.execute(_SEARCH_ESTIMATE_SQL, [text, SEARCH_INDEX])
-        row = cursor.fetchone()
+    row = storage.search_term_statistics(text)
     if row is None:
         return "collect"
     elems, freqs, rows, lexemes = row
@@ -316,59 +174,16 @@ def text_search_strategy(text: str) -> str:
     return "walk" if estimate > SEARCH_COLLECT_MAX_EVENTS else "collect"
 
 
-class EventTextMatch(Func):
-    """True for a session with an own event whose searchable text matches `text` (PostgreSQL).
-
-    The outer session's id and head_seq are source expressions, so they follow the query's
-    aliases wherever the queryset ends up. The tsvector expression and the `text <> ''`
-    condition are the index's (migration 0004).
-    """
-
-    output_field = BooleanField()
-
-    def __init__(self, text: str, strategy: str) -> None:
-        if strategy not in ("walk", "collect"):
-            raise ValueError(f"unknown search strategy {strategy!r}")
-        super().__init__(F("pk"), F("head_seq"))
-        self.text = text
-        self.strategy = strategy
-
-    def as_sql(self, compiler: Any, connection: Any, **extra_context: Any) -> tuple[str, list]:
-        (id_sql, id_params), (head_sql, head_params) = (
-            compiler.compile(expression) for expression in self.get_source_expressions()
-        )
-        table = Event._meta.db_table
-        match = "to_tsvector('simple', {0}.text) @@ plainto_tsquery('simple', %s)"
-        if self.strategy == "collect":
-            sql = (
-                f"{id_sql} = ANY(ARRAY(SELECT DISTINCT sb_m.session_id FROM {table} sb_m"
-                f" WHERE sb_m.text <> '' AND {match.format('sb_m')}))"
-            )
-            return sql, [*id_params, self.text]
-        sql = (
-            f"(({head_sql} > {SEARCH_WINDOW} AND EXISTS (SELECT 1 FROM {table} sb_w"
-            f" WHERE sb_w.session_id = {id_sql} AND sb_w.seq > {head_sql} - {SEARCH_WINDOW}"
-            f" AND {match.format('sb_w')}))"
-            f" OR EXISTS (SELECT 1 FROM {table} sb_m"
-            f" WHERE ARRAY[sb_m.session_id] @> ARRAY[{id_sql}]"
-            f" AND sb_m.text <> '' AND {match.format('sb_m')}))"
-        )
-        return sql, [*head_params, *id_params, *head_params, self.text, *id_params, self.text]
-
-
 def sessions_matching_text(
     project: Project, text: str, *, strategy: str | None = None
 ) -> QuerySet[Session]:
     """Sessions of `project` with an event whose searchable text matches `text`.
 
-    `strategy` ("walk" / "collect", PostgreSQL only) overrides the estimate (tests).
+    `strategy` ("walk" / "collect") overrides the estimate (tests).
     """
-    if connection.vendor == "postgresql":
-        return Session.objects.filter(project=project).filter(
-            EventTextMatch(text, strategy or text_search_strategy(text))
-        )
-    matching = Event.objects.filter(text__icontains=text).values("session_id")
-    return Session.objects.filter(project=project, id__in=matching)
+    return Session.objects.filter(project=project).filter(
+        storage.EventTextMatch(text, strategy or text_search_strategy(text))
+    )
 
 
 # Sort options of the sessions list: (field, descending). Each is served by an index that
@@ -384,31 +199,13 @@ DEFAULT_SESSION_SORT = "-created"
 
 
 def encode_sort_cursor(sort: str, value: datetime, session_id: object) -> str:
-    """A cursor for `sort`; the default sort's is `encode_cursor`'s (the API's format)."""
-    if sort == DEFAULT_SESSION_SORT:
-        return encode_cursor(value, session_id)
-    raw = json.dumps([value.isoformat(), str(session_id), sort]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    """A cursor for `sort`; the default sort's carries no order name (the API's format)."""
+    return encode_cursor(value, session_id, None if sort == DEFAULT_SESSION_SORT else sort)
 
 
 def decode_sort_cursor(cursor: str, sort: str) -> tuple[datetime, str]:
     """(value, id) of a cursor issued for `sort`; InvalidInput for anything else."""
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        decoded = json.loads(base64.urlsafe_b64decode(padded))
-        if not isinstance(decoded, list) or len(decoded) not in (2, 3):
-            raise ValueError
-        issued_for = decoded[2] if len(decoded) == 3 else DEFAULT_SESSION_SORT
-        value = datetime.fromisoformat(decoded[0])
-        session_id = str(uuid.UUID(str(decoded[1])))
-    except (ValueError, TypeError, binascii.Error, json.JSONDecodeError):
-        raise InvalidInput("The cursor is not one this server issued.") from None
-    if issued_for != sort:
-        raise InvalidInput(
-            "The cursor belongs to another sort order; start again from the first page.",
-            detail={"sort": sort},
-        )
-    return value, session_id
+    return decode_cursor(cursor, None if sort == DEFAULT_SESSION_SORT else sort)
 
 
 @dataclass
@@ -423,38 +220,6 @@ class SessionFilters:
     metadata_key: str | None = None
     # With metadata_key: the key's value, compared as text ("tag" filter key=value).
     metadata_value: str | None = None
-    # True: only sessions linked to a task; False: only sessions without one.
-    has_task: bool | None = None
-
-
-def task_link_model() -> Any:
-    """tasks_app's TaskSession, or None while that app does not define it."""
-    try:
-        return apps.get_model("tasks_app", "TaskSession")
-    except LookupError:
-        return None
-
-
-def has_task_expression() -> Exists | None:
-    """EXISTS(a task link for the outer session): index tasksession_session."""
-    link = task_link_model()
-    if link is None:
-        return None
-    return Exists(link.objects.filter(session_id=OuterRef("pk")))
-
-
-def has_task_flag() -> Coalesce | None:
-    """Whether the outer session has a task link, as a column of the rows shown.
-
-    A scalar subquery probing index tasksession_session once per row returned, where an
-    EXISTS in the select list may be planned as a hash of the whole link table, built for
-    every page (it grows with the links, not with the page).
-    """
-    link = task_link_model()
-    if link is None:
-        return None
-    first = link.objects.filter(session_id=OuterRef("pk")).values(flag=Value(True))[:1]
-    return Coalesce(Subquery(first, output_field=BooleanField()), Value(False))
 
 
 def filter_sessions(project: Project, filters: SessionFilters) -> QuerySet[Session]:
@@ -481,17 +246,6 @@ def filter_sessions(project: Project, filters: SessionFilters) -> QuerySet[Sessi
             # Cast: compared as plain text on every backend (SQLite would parse it as JSON).
             value = Cast(KeyTextTransform(filters.metadata_key, "metadata"), TextField())
             qs = qs.alias(_meta_value=value).filter(_meta_value=filters.metadata_value)
-    if filters.has_task is not None:
-        linked = has_task_expression()
-        if linked is None:
-            qs = qs.none() if filters.has_task else qs
-        elif filters.q and connection.vendor == "postgresql":
-            # With a text search: a per-row check PostgreSQL runs before the costlier text
-            # probe. As EXISTS it would become a semi-join above the scan, and every session
-            # walked would be text-probed first (bench/dashboard.py: 120 ms against 12 ms).
-            qs = qs.alias(_has_task=has_task_flag()).filter(_has_task=filters.has_task)
-        else:
-            qs = qs.filter(linked if filters.has_task else ~linked)
     return qs
 
 

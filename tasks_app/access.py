@@ -6,8 +6,8 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
-from sessions_app.access import require_role
-from sessions_app.models import ApiKey, Membership, Role
+from core.access import require_role
+from core.models import ApiKey, Membership, Role
 
 from .errors import NotFound
 from .models import Task

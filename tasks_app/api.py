@@ -15,11 +15,11 @@ from django.utils import timezone
 from ninja import Field, Query, Router, Schema
 from ninja.security import APIKeyHeader, APIKeyQuery, HttpBearer
 
+from core.actors import Actor
+from core.http import json_response
+from core.models import ApiKey
+from core.services.projects import authenticate_api_key
 from sessions_app.access import get_session_for_key
-from sessions_app.actors import Actor
-from sessions_app.http import json_response
-from sessions_app.models import ApiKey
-from sessions_app.services.projects import authenticate_api_key
 
 from .access import get_task_for_key, get_task_for_signal_token
 from .errors import NotFound, UnknownWorkflow

@@ -17,8 +17,6 @@ ws/projects/<id>/tasks/?<the list's filters and cursor>  (the tasks list)
     that would reshuffle this page shows a notice with a refresh link instead.
 """
 
-import asyncio
-import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,17 +24,18 @@ from channels.db import database_sync_to_async
 from django.http import QueryDict
 from django.template.loader import render_to_string
 
-from sessions_app.access import require_role
-from sessions_app.consumers import (
+from core.access import require_role
+from core.cursors import decode_cursor
+from core.errors import DomainError
+from core.live import (
     CLOSE_BAD_REQUEST,
     CLOSE_NOT_FOUND,
     CLOSE_UNAUTHENTICATED,
     AccessLost,
     LiveConsumer,
+    LiveListConsumer,
 )
-from sessions_app.errors import DomainError
-from sessions_app.queries import decode_cursor
-from sessions_app.realtime import project_group, task_group
+from core.realtime import task_group
 
 from .access import get_task_for_user
 from .dashboard import (
@@ -199,10 +198,11 @@ class TaskListStream:
     def first_page(self) -> bool:
         return self.cursor_key is None
 
-    def note(self, kind: str, task_id: str) -> None:
+    def note(self, kind: str, task_id: str) -> bool:
         if kind == "task.created":
             self.created.add(task_id)
         self.changed.add(task_id)
+        return True
 
     def take(self) -> tuple[set[str], set[str]]:
         """The tasks noted since the last flush (called on the event loop, not the thread)."""
@@ -254,51 +254,18 @@ class TaskListStream:
         })
 
 
-class TaskListConsumer(LiveConsumer):
+class TaskListConsumer(LiveListConsumer):
     """ws/projects/<id>/tasks/?<the list's filters and cursor>"""
 
-    async def connect(self) -> None:
-        self.flush_task: asyncio.Task[None] | None = None
-        user = self.user()
-        if user is None:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
-            return
-        project_id = int(self.scope["url_route"]["kwargs"]["project_id"])
-        query = self.scope.get("query_string", b"").decode("latin-1")
-        try:
-            self.stream = await database_sync_to_async(TaskListStream.open)(
-                user, project_id, query
-            )
-        except DomainError:
-            await self.close(code=CLOSE_NOT_FOUND)
-            return
-        except ValueError:
-            await self.close(code=CLOSE_BAD_REQUEST)
-            return
-        await self.join([project_group(project_id)])
-        await self.accept()
+    listing = "tasks"
+    id_field = "task_id"
+    flush_seconds = LIST_FLUSH_SECONDS
 
-    async def _changed(self, event: dict[str, Any]) -> None:
-        self.stream.note(str(event.get("type")), str(event.get("task_id", "")))
-        if self.flush_task is None or self.flush_task.done():
-            self.flush_task = asyncio.create_task(self._flush_later())
+    def open_stream(self, user: Any, project_id: int, query: str) -> "TaskListStream":
+        return TaskListStream.open(user, project_id, query)
 
-    async def _flush_later(self) -> None:
-        await asyncio.sleep(LIST_FLUSH_SECONDS)
-        changed, created = self.stream.take()
-        self.flush_task = None  # changes noted while this renders get a flush of their own
-        await self.send_frame(await self.run(self.stream.flush, changed, created))
-
-    task_created = _changed
-    task_transition = _changed
-    task_step = _changed
-    task_signal = _changed
-    task_links = _changed
-
-    async def disconnect(self, code: int) -> None:
-        task = getattr(self, "flush_task", None)
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        await super().disconnect(code)
+    task_created = LiveListConsumer.changed
+    task_transition = LiveListConsumer.changed
+    task_step = LiveListConsumer.changed
+    task_signal = LiveListConsumer.changed
+    task_links = LiveListConsumer.changed

@@ -11,7 +11,8 @@ from urllib.parse import urlencode
 
 from django.db.models import Prefetch, prefetch_related_objects
 
-from sessions_app.models import Membership, Project, Session
+from core.models import Membership, Project
+from sessions_app.models import Session
 
 from .forms import TaskFilterForm, TaskHistoryForm
 from .models import Step, Task

@@ -9,8 +9,9 @@ from typing import Any
 
 from django.utils import timezone
 
-from sessions_app.actors import Actor
-from sessions_app.models import Project, Session
+from core.actors import Actor
+from core.models import Project
+from sessions_app.models import Session
 
 from .models import Task
 from .services.signals import deliver_signal

@@ -3,7 +3,7 @@
 The API's single DomainError handler renders all of them as {"error": {code, message, detail}}.
 """
 
-from sessions_app.errors import (
+from core.errors import (
     Conflict,
     DomainError,
     InvalidInput,

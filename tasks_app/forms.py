@@ -4,7 +4,7 @@ from typing import Any
 
 from django import forms
 
-from sessions_app.queries import decode_cursor
+from core.cursors import decode_cursor
 
 from .errors import InvalidInput
 from .models import HistoryKind, StepStatus, Task

@@ -13,7 +13,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from sessions_app.models import Agent, ApiKey, Project, Session
+from core.models import ApiKey, Project
+from sessions_app.models import Agent, Session
 
 from .workflows import WorkflowSpec, spec_from_stored
 

@@ -6,8 +6,9 @@ from uuid import UUID
 
 from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
 
-from sessions_app.models import Project, Session
-from sessions_app.queries import decode_cursor, encode_cursor
+from core.cursors import decode_cursor, encode_cursor
+from core.models import Project
+from sessions_app.models import Session
 
 from .errors import InvalidInput
 from .models import Step, Task, TaskHistory, TaskSession, WorkflowDefinition

@@ -12,13 +12,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
-from sessions_app.dashboard import (
-    base_context,
-    cursor_links,
-    form_errors,
-    htmx_partial_for,
-    project_for,
-)
+from core.pages import base_context, cursor_links, form_errors, htmx_partial_for, project_for
 
 from .access import get_task_for_user
 from .dashboard import (

@@ -6,9 +6,10 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 
-from sessions_app.actors import Actor
-from sessions_app.models import ApiKey, Project, Role, Session
-from sessions_app.services.projects import add_member, create_api_key, create_project
+from core.actors import Actor
+from core.models import ApiKey, Project, Role
+from core.services.projects import add_member, create_api_key, create_project
+from sessions_app.models import Session
 from sessions_app.services.sessions import open_session
 from tasks_app.models import Task
 from tasks_app.services.tasks import create_task

@@ -1,18 +1,20 @@
 """Lifecycle transitions, exactly the moves of DESIGN.md's diagram.
 
 Each transition locks the session row, validates the move, appends a durable `lifecycle`
-event (from, to, actor, reason), writes an audit entry and broadcasts after commit.
+event (from, to, actor, reason), writes an audit entry and publishes LifecycleChanged.
 """
 
 from django.db import transaction
 from django.utils import timezone
 
-from .. import realtime
-from ..actors import Actor
-from ..errors import InvalidTransition
-from ..models import ALLOWED_TRANSITIONS, EventKind, Session, SessionStatus
-from .audit import record_audit
-from .events import EventDraft, insert_events_locked
+from core.actors import Actor
+from core.domain_events import publish
+from core.errors import InvalidTransition
+from core.services.audit import record_audit
+from sessions_app.models import ALLOWED_TRANSITIONS, EventKind, Session, SessionStatus
+
+from ..domain_events import LifecycleChanged
+from .log import EventDraft, insert_events_locked
 
 
 def transition_locked(session: Session, to: str, *, actor: Actor, reason: str = "") -> Session:
@@ -52,8 +54,11 @@ def transition_locked(session: Session, to: str, *, actor: Actor, reason: str = 
         session.project_id, actor=actor, action=f"session.{to}", target_type="session",
         target_id=session.pk, detail={"from": str(current), "to": str(to), "reason": reason},
     )
-    realtime.broadcast_on_commit(
-        session, {"type": "session.lifecycle", "from": str(current), "to": str(to)}
+    publish(
+        LifecycleChanged(
+            project_id=session.project_id, session_id=str(session.pk),
+            from_status=str(current), to_status=str(to), reason=reason, actor=actor.label,
+        )
     )
     return session
 

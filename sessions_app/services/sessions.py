@@ -6,12 +6,15 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from .. import realtime
-from ..actors import Actor
-from ..errors import InvalidInput
-from ..models import Agent, Project, Session, SessionStatus
-from ..queries import aiter_events_json
-from .audit import record_audit
+from core.actors import Actor
+from core.domain_events import publish
+from core.errors import InvalidInput
+from core.models import Project
+from core.services.audit import record_audit
+from sessions_app.models import Agent, Session, SessionStatus
+from sessions_app.queries import aiter_events_json
+
+from ..domain_events import SessionOpened
 
 
 def get_or_register_agent(project: Project, name: str, version: str = "") -> Agent:
@@ -60,7 +63,7 @@ def open_session(
                 project, actor=actor, action="session.open", target_type="session",
                 target_id=session.pk, detail={"agent": agent_name, "external_id": external_id},
             )
-            realtime.broadcast_on_commit(session, {"type": "session.opened"})
+            publish(SessionOpened(project_id=project.pk, session_id=str(session.pk)))
     except IntegrityError:
         # The same external_id opened concurrently: the constraint picked one winner.
         if external_id is None:
@@ -105,8 +108,11 @@ def fork_session(
             parent.project_id, actor=actor, action="session.fork", target_type="session",
             target_id=fork.pk, detail={"parent": str(parent.pk), "at_seq": at_seq},
         )
-        realtime.broadcast_on_commit(
-            fork, {"type": "session.opened", "parent_id": str(parent.pk), "fork_seq": at_seq}
+        publish(
+            SessionOpened(
+                project_id=fork.project_id, session_id=str(fork.pk), parent_id=str(parent.pk),
+                fork_seq=at_seq,
+            )
         )
     return fork
 

@@ -11,11 +11,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 
-from ..errors import InvalidInput
-from ..models import Event, EventKind, Session, Snapshot
-from ..queries import lineage_q
+from core.errors import InvalidInput
+from sessions_app import storage
+from sessions_app.models import EventKind, Session, Snapshot
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -71,17 +71,12 @@ def content_hash(state: Any, facts: Any, summary: str) -> str:
 FOLDED_KINDS = (EventKind.STATE, EventKind.FACT)
 
 
-def nearest_snapshot(session: Session, at_seq: int) -> Snapshot | None:
-    return (
-        Snapshot.objects.filter(lineage_q(session, upto=at_seq))
-        .order_by("-seq")
-        .only("seq", "state", "facts", "summary")
-        .first()
-    )
-
-
 def state_at(session: Session, at_seq: int | None = None) -> FoldedState:
-    """Folded state of `session` at `at_seq` (default: head). Bounded by the snapshot interval."""
+    """Folded state of `session` at `at_seq` (default: head). Bounded by the snapshot interval.
+
+    Two fixed statements (the state endpoint's hot path): the nearest snapshot in the lineage
+    at or before `at_seq`, then the state and fact events after it, at most one interval.
+    """
     if at_seq is None:
         at_seq = session.head_seq
     if at_seq < 0 or at_seq > session.head_seq:
@@ -89,73 +84,16 @@ def state_at(session: Session, at_seq: int | None = None) -> FoldedState:
             f"at_seq must be between 0 and the head ({session.head_seq}).",
             detail={"at_seq": at_seq, "head_seq": session.head_seq},
         )
-    if connection.vendor == "postgresql":
-        return _state_at_pg(session, at_seq)
-    snapshot = nearest_snapshot(session, at_seq)
+    segments = session.lineage_segments()
     folded = FoldedState(seq=0)
+    snapshot = storage.nearest_snapshot_row(segments, at_seq)
     if snapshot is not None:
-        folded = FoldedState(
-            seq=snapshot.seq,
-            state=snapshot.state,
-            facts=snapshot.facts,
-            summary=snapshot.summary,
-        )
-    start = folded.seq
-    rows = (
-        Event.objects.filter(lineage_q(session, after=start, upto=at_seq))
-        .filter(kind__in=FOLDED_KINDS)
-        .order_by("seq")
-        .values_list("seq", "kind", "content")
-    )
-    for seq, kind, content in rows:
+        seq, state, facts, summary = snapshot
+        folded = FoldedState(seq=seq, state=state, facts=facts, summary=summary)
+    for seq, kind, content in storage.events_of_kinds(
+        segments, after=folded.seq, upto=at_seq, kinds=[str(k) for k in FOLDED_KINDS]
+    ):
         folded.apply(seq, kind, content)
-    folded.seq = at_seq
-    return folded
-
-
-def _lineage_where(session: Session, *, after: int, upto: int) -> tuple[str, list[Any]]:
-    """`queries.lineage_q(session, after=…, upto=…)` as SQL: one range per lineage segment."""
-    parts: list[str] = []
-    params: list[Any] = []
-    for segment_id, lower, segment_upto in session.lineage_segments():
-        low = max(lower, after)
-        high = upto if segment_upto is None else min(upto, segment_upto)
-        if high <= low:
-            continue
-        parts.append("(session_id = %s AND seq > %s AND seq <= %s)")
-        params.extend([segment_id, low, high])
-    return (" OR ".join(parts) or "FALSE"), params
-
-
-def _state_at_pg(session: Session, at_seq: int) -> FoldedState:
-    """`state_at` in two fixed statements (the state endpoint's hot path), same result.
-
-    The nearest snapshot walks the unique index (session_id, seq) backwards; the fold reads at
-    most one snapshot interval of the primary key. JSON arrives as text and is decoded here,
-    as the ORM would.
-    """
-    where, params = _lineage_where(session, after=0, upto=at_seq)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT seq, state, facts, summary FROM sessions_app_snapshot"
-            f" WHERE {where} ORDER BY seq DESC LIMIT 1",
-            params,
-        )
-        snapshot = cursor.fetchone()
-        folded = FoldedState(seq=0)
-        if snapshot is not None:
-            seq, state, facts, summary = snapshot
-            folded = FoldedState(
-                seq=seq, state=json.loads(state), facts=json.loads(facts), summary=summary
-            )
-        where, params = _lineage_where(session, after=folded.seq, upto=at_seq)
-        cursor.execute(
-            f"SELECT seq, kind, content FROM sessions_app_event WHERE ({where})"
-            " AND kind IN (%s, %s) ORDER BY seq",
-            [*params, *(str(kind) for kind in FOLDED_KINDS)],
-        )
-        for seq, kind, content in cursor.fetchall():
-            folded.apply(seq, kind, json.loads(content))
     folded.seq = at_seq
     return folded
 

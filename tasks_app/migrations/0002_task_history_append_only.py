@@ -6,7 +6,7 @@ history rows on their own.
 
 from django.db import migrations
 
-PG_FORWARD = [
+FORWARD = [
     """
     CREATE FUNCTION tasks_app_taskhistory_append_only() RETURNS trigger
     LANGUAGE plpgsql AS $$
@@ -22,33 +22,13 @@ PG_FORWARD = [
     FOR EACH ROW EXECUTE FUNCTION tasks_app_taskhistory_append_only();
     """,
 ]
-PG_REVERSE = [
+REVERSE = [
     "DROP TRIGGER IF EXISTS tasks_app_taskhistory_append_only ON tasks_app_taskhistory;",
     "DROP FUNCTION IF EXISTS tasks_app_taskhistory_append_only();",
 ]
-SQLITE_FORWARD = [
-    """
-    CREATE TRIGGER tasks_app_taskhistory_no_update BEFORE UPDATE ON tasks_app_taskhistory
-    BEGIN SELECT RAISE(ABORT, 'tasks_app_taskhistory is append-only: UPDATE refused'); END;
-    """,
-]
-SQLITE_REVERSE = ["DROP TRIGGER IF EXISTS tasks_app_taskhistory_no_update;"]
-
-
-def _run(statements_by_vendor):
-    def run(apps, schema_editor):
-        for statement in statements_by_vendor.get(schema_editor.connection.vendor, []):
-            schema_editor.execute(statement)
-
-    return run
 
 
 class Migration(migrations.Migration):
-    dependencies = [("tasks_app", "0001_workflows_tasks_steps_history")]
+    dependencies = [("tasks_app", "0001_initial")]
 
-    operations = [
-        migrations.RunPython(
-            _run({"postgresql": PG_FORWARD, "sqlite": SQLITE_FORWARD}),
-            _run({"postgresql": PG_REVERSE, "sqlite": SQLITE_REVERSE}),
-        ),
-    ]
+    operations = [migrations.RunSQL(FORWARD, REVERSE)]

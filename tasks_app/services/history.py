@@ -5,7 +5,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from sessions_app.actors import Actor
+from core.actors import Actor
 
 from ..models import Task, TaskHistory
 

@@ -11,11 +11,12 @@ from uuid import UUID
 
 from django.db import transaction
 
-from sessions_app import realtime
-from sessions_app.actors import Actor
+from core.actors import Actor
+from core.domain_events import publish
+from core.services.audit import record_audit
 from sessions_app.models import Session
-from sessions_app.services.audit import record_audit
 
+from ..domain_events import TaskLinksChanged
 from ..errors import InvalidInput, NotFound
 from ..models import HistoryKind, Task, TaskSession
 from .history import append_history
@@ -78,8 +79,10 @@ def link_sessions_locked(task: Task, sessions: Sequence[Session], *, actor: Acto
         task.project_id, actor=actor, action="task.link", target_type="task", target_id=task.pk,
         detail={"session_ids": [str(s.pk) for s in new]},
     )
-    realtime.broadcast_task_on_commit(
-        task, {"type": "task.links", "linked": [str(s.pk) for s in new], "unlinked": []}
+    publish(
+        TaskLinksChanged(
+            project_id=task.project_id, task_id=str(task.pk), linked=[str(s.pk) for s in new]
+        )
     )
     return new
 
@@ -122,8 +125,11 @@ def unlink_session(task: Task, session_id: Any, *, actor: Actor) -> bool:
             locked.project_id, actor=actor, action="task.unlink", target_type="task",
             target_id=locked.pk, detail={"session_ids": [str(session.pk)]},
         )
-        realtime.broadcast_task_on_commit(
-            locked, {"type": "task.links", "linked": [], "unlinked": [str(session.pk)]}
+        publish(
+            TaskLinksChanged(
+                project_id=locked.project_id, task_id=str(locked.pk),
+                unlinked=[str(session.pk)],
+            )
         )
     return True
 

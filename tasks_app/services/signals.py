@@ -12,15 +12,16 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from sessions_app import realtime
-from sessions_app.actors import Actor
+from core.actors import Actor
+from core.domain_events import publish
 
+from ..domain_events import SignalReceived
 from ..errors import InvalidInput
 from ..models import HistoryKind, Step, StepStatus, Task, TaskSignal
 from ..workflows import IDENT_RE
 from .history import append_history, bump_version
 from .locking import lock_task
-from .steps import apply_step_change_locked, normalize_error
+from .step_changes import apply_step_change_locked, normalize_error
 
 
 @dataclass
@@ -104,10 +105,11 @@ def deliver_signal(
             signal.consumed_at = now
             signal.consumed_by = [s.key for s in waiting]
             signal.save(update_fields=["consumed_at", "consumed_by"])
-        realtime.broadcast_task_on_commit(
-            locked,
-            {"type": "task.signal", "signal": name, "resolved": [s.key for s in waiting],
-             "version": locked.version},
+        publish(
+            SignalReceived(
+                project_id=locked.project_id, task_id=str(locked.pk), signal=name,
+                resolved=[s.key for s in waiting], version=locked.version,
+            )
         )
     return SignalResult(signal=signal, task=locked, resolved=waiting)
 

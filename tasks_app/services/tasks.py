@@ -9,11 +9,12 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from sessions_app import realtime
-from sessions_app.actors import Actor
-from sessions_app.models import Project
-from sessions_app.services.audit import record_audit
+from core.actors import Actor
+from core.domain_events import publish
+from core.models import Project
+from core.services.audit import record_audit
 
+from ..domain_events import TaskCreated
 from ..models import HistoryKind, Step, StepStatus, Task
 from .history import append_history
 from .links import link_sessions_locked, resolve_sessions
@@ -99,8 +100,11 @@ def create_task(
                 detail={"workflow": spec.name, "version": spec.version,
                         "external_id": external_id},
             )
-            realtime.broadcast_task_on_commit(
-                task, {"type": "task.created", "state": task.state, "version": task.version}
+            publish(
+                TaskCreated(
+                    project_id=task.project_id, task_id=str(task.pk), state=task.state,
+                    version=task.version,
+                )
             )
     except IntegrityError:
         # The same external_id created concurrently: the constraint picked one winner.

@@ -3,10 +3,11 @@
 from django.db import transaction
 from django.utils import timezone
 
-from sessions_app import realtime
-from sessions_app.actors import Actor
-from sessions_app.services.audit import record_audit
+from core.actors import Actor
+from core.domain_events import publish
+from core.services.audit import record_audit
 
+from ..domain_events import TaskTransitioned
 from ..errors import InvalidInput, InvalidTransition
 from ..models import HistoryKind, Step, StepStatus, Task
 from ..workflows import TransitionSpec, WorkflowSpec
@@ -83,10 +84,11 @@ def transition_task(
             detail={"from": current, "to": chosen.target, "transition": chosen.name,
                     "reason": reason},
         )
-        realtime.broadcast_task_on_commit(
-            locked,
-            {"type": "task.transition", "from": current, "to": chosen.target,
-             "version": locked.version},
+        publish(
+            TaskTransitioned(
+                project_id=locked.project_id, task_id=str(locked.pk), from_state=current,
+                to_state=chosen.target, version=locked.version,
+            )
         )
     for name in ("state", "version", "updated_at", "finished_at"):
         setattr(task, name, getattr(locked, name))

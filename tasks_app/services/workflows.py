@@ -10,9 +10,9 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models import Max, Q, QuerySet
 
-from sessions_app.actors import Actor
-from sessions_app.models import Project
-from sessions_app.services.audit import record_audit
+from core.actors import Actor
+from core.models import Project
+from core.services.audit import record_audit
 
 from ..errors import UnknownWorkflow, WorkflowVersionExists
 from ..models import WorkflowDefinition

@@ -59,7 +59,7 @@ def _broadcasts_from_a_worker_thread(monkeypatch):
     def in_worker(fn):
         return lambda *args, **kwargs: executor.submit(async_to_sync(fn), *args, **kwargs).result()
 
-    monkeypatch.setattr("sessions_app.realtime.async_to_sync", in_worker)
+    monkeypatch.setattr("core.realtime.async_to_sync", in_worker)
     yield
     executor.shutdown(wait=True)
 

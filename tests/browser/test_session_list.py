@@ -7,7 +7,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from sessions_app.actors import Actor
+from core.actors import Actor
 from sessions_app.services.lifecycle import close_session, pause_session
 from tests.browser.conftest import sign_in
 from tests.dashboard.conftest import Team, append, message, team  # noqa: F401

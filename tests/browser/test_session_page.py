@@ -6,7 +6,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from sessions_app.actors import Actor
+from core.actors import Actor
 from sessions_app.models import Session
 from tasks_app.services.transitions import transition_task
 from tests.browser.conftest import sign_in

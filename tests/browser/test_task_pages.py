@@ -4,7 +4,7 @@ diagram with the current state marked; a transition made meanwhile moves the mar
 import pytest
 from playwright.sync_api import expect
 
-from sessions_app.actors import Actor
+from core.actors import Actor
 from tasks_app.services.steps import update_step
 from tasks_app.services.transitions import transition_task
 from tests.browser.conftest import sign_in

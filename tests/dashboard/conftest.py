@@ -8,8 +8,9 @@ import pytest
 from django.core.cache import cache
 from django.test import Client
 
-from sessions_app.actors import Actor
-from sessions_app.models import Project, Role, Session
+from core.actors import Actor
+from core.models import Project, Role
+from sessions_app.models import Session
 from sessions_app.services.events import EventDraft, append_events
 from tests.factories import make_member, make_project, make_session
 

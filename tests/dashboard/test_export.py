@@ -3,8 +3,8 @@ import json
 from asgiref.sync import async_to_sync
 from django.urls import reverse
 
-from sessions_app.actors import Actor
-from sessions_app.models import AuditEntry
+from core.actors import Actor
+from core.models import AuditEntry
 from sessions_app.services.sessions import fork_session
 
 

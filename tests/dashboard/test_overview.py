@@ -4,7 +4,7 @@ from django.core.cache import cache
 from django.urls import reverse
 from django.utils import timezone
 
-from sessions_app.actors import Actor
+from core.actors import Actor
 from sessions_app.queries import events_per_minute
 from sessions_app.services.lifecycle import close_session, pause_session
 from tests.factories import make_session

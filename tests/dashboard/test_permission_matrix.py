@@ -21,8 +21,9 @@ from django.conf import settings
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
-from sessions_app.actors import Actor
-from sessions_app.models import AuditEntry, Event, Membership, Session, Snapshot
+from core.actors import Actor
+from core.models import AuditEntry, Membership
+from sessions_app.models import Event, Session, Snapshot
 from sessions_app.services.lifecycle import pause_session
 from tasks_app.models import Step, Task, TaskHistory
 from tests.factories import make_task

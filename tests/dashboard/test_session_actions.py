@@ -1,8 +1,9 @@
 from django.test import Client
 from django.urls import reverse
 
-from sessions_app.actors import Actor
-from sessions_app.models import AuditEntry, Event, Session
+from core.actors import Actor
+from core.models import AuditEntry
+from sessions_app.models import Event, Session
 from sessions_app.services.lifecycle import close_session, pause_session
 
 HTMX = {"HX-Request": "true"}

@@ -3,7 +3,7 @@ import re
 
 from django.urls import reverse
 
-from sessions_app.actors import Actor
+from core.actors import Actor
 from sessions_app.services.events import EventDraft
 from sessions_app.services.lifecycle import pause_session
 from sessions_app.services.sessions import fork_session
@@ -75,7 +75,7 @@ def test_it_orders_filters_and_jumps(team, session):
 
 
 def test_it_loads_more_by_positional_slices(team, session, monkeypatch):
-    from sessions_app import dashboard
+    from switchboard import context as dashboard
 
     monkeypatch.setattr(dashboard, "EVENTS_PER_PAGE", 4)
     first = detail(team, session)

@@ -6,11 +6,11 @@ from django.http import QueryDict
 from django.urls import reverse
 from django.utils import timezone
 
-from sessions_app import views
-from sessions_app.actors import Actor
+from core.actors import Actor
 from sessions_app.models import Session
 from sessions_app.queries import encode_sort_cursor
 from sessions_app.services.lifecycle import pause_session
+from switchboard import views
 from tests import factories
 from tests.factories import make_session
 

@@ -10,7 +10,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from sessions_app.actors import Actor
+from core.actors import Actor
 from tasks_app import dashboard as task_dashboard
 from tasks_app.services.links import link_sessions
 from tasks_app.services.signals import deliver_signal

@@ -1,4 +1,4 @@
-"""{% time_tag %} renders exactly what the sessions_app/_time.html include rendered."""
+"""{% time_tag %} renders exactly what the _time.html include rendered."""
 
 from datetime import UTC, datetime, timedelta, timezone
 
@@ -32,4 +32,4 @@ def test_the_tag_renders_the_include_markup(value, zone):
     with dj_timezone.override(zone):
         expected = render(INCLUDE, value)
         assert render("{% load switchboard_time %}{% time_tag dt %}", value) == expected
-        assert render('{% include "sessions_app/_time.html" %}', value) == expected
+        assert render('{% include "_time.html" %}', value) == expected

@@ -9,9 +9,9 @@ from django.conf import settings as django_settings
 from django.test import Client
 
 from config.asgi import application
-from sessions_app.actors import Actor
-from sessions_app.models import Membership
-from sessions_app.realtime import project_group
+from core.actors import Actor
+from core.models import Membership
+from core.realtime import project_list_group
 from sessions_app.services.events import EventDraft, append_events
 from sessions_app.services.lifecycle import pause_session, resume_session
 from sessions_app.services.sessions import open_session
@@ -214,7 +214,7 @@ def test_it_ignores_what_clients_send_and_other_apps_events(team, session):
         ws = socket(f"/ws/projects/{team.project.pk}/?view=sessions", cookie)
         assert (await ws.connect())[0]
         await ws.send_to(text_data='{"pause": true}')
-        await get_channel_layer().group_send(project_group(team.project.pk),
+        await get_channel_layer().group_send(project_list_group(team.project.pk, "sessions"),
                                              {"type": "task.step", "task_id": "x"})
         assert await ws.receive_nothing(timeout=0.8)
         # Still alive: a real change comes through.
@@ -296,7 +296,7 @@ def test_it_refreshes_the_overview_on_lifecycle_changes(team, session):
 
 
 def test_it_pushes_a_linked_tasks_panel_when_the_task_changes(team, session):
-    from sessions_app.realtime import task_group
+    from core.realtime import task_group
     from tests import factories
 
     make_task = getattr(factories, "make_task", None)

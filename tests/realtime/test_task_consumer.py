@@ -11,9 +11,9 @@ from django.conf import settings as django_settings
 from django.test import Client
 
 from config.asgi import application
-from sessions_app.actors import Actor
-from sessions_app.models import Membership
-from sessions_app.realtime import task_group
+from core.actors import Actor
+from core.models import Membership
+from core.realtime import task_group
 from tasks_app.models import Task
 from tasks_app.queries import latest_history_id
 from tasks_app.services.links import link_sessions

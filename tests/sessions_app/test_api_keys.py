@@ -8,9 +8,10 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from sessions_app.actors import Actor
-from sessions_app.models import ApiKey, AuditEntry, Session
-from sessions_app.services.projects import revoke_api_key
+from core.actors import Actor
+from core.models import ApiKey, AuditEntry
+from core.services.projects import revoke_api_key
+from sessions_app.models import Session
 from tests.conftest import ApiClient
 from tests.factories import make_api_key, make_session
 
@@ -26,7 +27,7 @@ def test_it_stores_only_a_hash_of_the_key(project):
     assert raw.startswith(f"sb_{stored['prefix']}_")
     # Nothing else in the database holds it either (the audit entry names only the prefix).
     with connection.cursor() as cursor:
-        cursor.execute("SELECT detail FROM sessions_app_auditentry")
+        cursor.execute("SELECT detail FROM core_auditentry")
         assert all(secret not in str(row) for row in cursor.fetchall())
 
 
@@ -62,7 +63,7 @@ def test_it_writes_last_used_at_at_most_once_a_minute(project):
             for offset in requests_at:
                 with time_machine.travel(start + offset, tick=False):
                     assert api.get("/sessions").status_code == 200
-        return sum(1 for q in queries if q["sql"].startswith('UPDATE "sessions_app_apikey"'))
+        return sum(1 for q in queries if q["sql"].startswith('UPDATE "core_apikey"'))
 
     assert key_updates(timedelta(0)) == 1
     api_key.refresh_from_db()

@@ -4,7 +4,8 @@ from decimal import Decimal
 
 import pytest
 
-from sessions_app.models import AuditEntry, Event, Session, Snapshot
+from core.models import AuditEntry
+from sessions_app.models import Event, Session, Snapshot
 from tests.factories import make_session
 
 

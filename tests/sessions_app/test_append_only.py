@@ -3,7 +3,7 @@
 import pytest
 from django.db import DatabaseError, connection, transaction
 
-from sessions_app.actors import Actor
+from core.actors import Actor
 from sessions_app.models import Event
 from sessions_app.retention import allow_event_deletion
 from sessions_app.services.events import EventDraft, append_events

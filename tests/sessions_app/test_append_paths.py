@@ -12,7 +12,8 @@ from decimal import Decimal
 import pytest
 from django.db import connection
 
-from sessions_app.models import AuditEntry, Event, Session, Snapshot
+from core.models import AuditEntry
+from sessions_app.models import Event, Session, Snapshot
 from sessions_app.services import events as events_service
 from tests.factories import make_session
 
@@ -30,7 +31,7 @@ def session(transactional_db, project):
 def statements(monkeypatch):
     """Which path each append took: "one" (one statement) or "tx" (transactional)."""
     taken: list[str] = []
-    one, tx = events_service._append_in_one_statement, events_service.insert_events_locked
+    one, tx = events_service._append_in_one_statement, events_service._append_locked
 
     def spy_one(*args, **kwargs):
         written = one(*args, **kwargs)
@@ -42,7 +43,7 @@ def statements(monkeypatch):
         return tx(*args, **kwargs)
 
     monkeypatch.setattr(events_service, "_append_in_one_statement", spy_one)
-    monkeypatch.setattr(events_service, "insert_events_locked", spy_tx)
+    monkeypatch.setattr(events_service, "_append_locked", spy_tx)
     return taken
 
 
@@ -140,7 +141,7 @@ def test_it_copies_a_larger_batch_and_snapshots_each_boundary(
 
 def test_it_refuses_a_duplicate_key_written_meanwhile_on_either_path(session, statements):
     """The unique constraint backs the look-up: a key written between look-up and write."""
-    from sessions_app.actors import Actor
+    from core.actors import Actor
     from sessions_app.services.events import EventDraft, append_events
 
     actor = Actor.system("test")

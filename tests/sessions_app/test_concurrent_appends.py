@@ -10,7 +10,7 @@ import random
 import pytest
 from django.test import Client
 
-from sessions_app.actors import Actor
+from core.actors import Actor
 from sessions_app.errors import HeadSeqMismatch
 from sessions_app.models import Event, Session, Snapshot
 from sessions_app.services.events import EventDraft, append_events

@@ -10,10 +10,11 @@ import pytest
 from django.forms.models import model_to_dict
 
 from config.api import api as ninja_api
+from core.actors import Actor
+from core.errors import NotFound, PermissionDeniedError
+from core.models import AuditEntry, Role
 from sessions_app.access import get_session_for_user
-from sessions_app.actors import Actor
-from sessions_app.errors import NotFound, PermissionDeniedError
-from sessions_app.models import AuditEntry, Event, Role, Session, Snapshot
+from sessions_app.models import Event, Session, Snapshot
 from sessions_app.services.events import EventDraft, append_events
 from tests.factories import make_member, make_session, make_user
 

@@ -11,9 +11,10 @@ import pytest
 from django.db import connection
 
 from config.api import api as ninja_api
-from sessions_app.actors import Actor
-from sessions_app.models import AuditEntry, Event, Session, Snapshot
-from sessions_app.services.projects import revoke_api_key
+from core.actors import Actor
+from core.models import AuditEntry
+from core.services.projects import revoke_api_key
+from sessions_app.models import Event, Session, Snapshot
 from tests.conftest import ApiClient
 from tests.factories import make_api_key, make_session
 from tests.servers import asgi_server

@@ -4,8 +4,8 @@ import json
 
 from asgiref.sync import async_to_sync
 
-from sessions_app.actors import Actor
-from sessions_app.models import AuditEntry
+from core.actors import Actor
+from core.models import AuditEntry
 from sessions_app.services.events import EventDraft, append_events
 from sessions_app.services.sessions import fork_session
 from tests.factories import make_session

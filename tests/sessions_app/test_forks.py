@@ -2,8 +2,9 @@
 
 import pytest
 
-from sessions_app.actors import Actor
-from sessions_app.models import AuditEntry, Event, Session
+from core.actors import Actor
+from core.models import AuditEntry
+from sessions_app.models import Event, Session
 from sessions_app.services.events import EventDraft, append_events
 from tests.factories import make_session
 

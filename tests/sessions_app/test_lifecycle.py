@@ -4,9 +4,10 @@ from decimal import Decimal
 
 import pytest
 
-from sessions_app.actors import Actor
-from sessions_app.errors import InvalidTransition
-from sessions_app.models import AuditEntry, Event, Session
+from core.actors import Actor
+from core.errors import InvalidTransition
+from core.models import AuditEntry
+from sessions_app.models import Event, Session
 from sessions_app.services.lifecycle import (
     archive_session,
     close_session,

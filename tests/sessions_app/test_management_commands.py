@@ -5,7 +5,7 @@ import io
 import pytest
 from django.core.management import CommandError, call_command
 
-from sessions_app.models import ApiKey, AuditEntry, Project
+from core.models import ApiKey, AuditEntry, Project
 from tests.conftest import ApiClient
 
 

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sessions_app.actors import Actor
+from core.actors import Actor
 from sessions_app.models import Session
 from sessions_app.services.events import EventDraft, append_events
 from sessions_app.services.sessions import fork_session

@@ -11,7 +11,7 @@ from django.test import override_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sessions_app.actors import Actor
+from core.actors import Actor
 from sessions_app.models import Session, Snapshot
 from sessions_app.services.events import EventDraft, append_events
 from sessions_app.services.state import FoldedState, state_at

@@ -9,8 +9,8 @@ is the same: the sessions of the project with an own event whose text matches.
 import pytest
 from django.db import connection
 
-from sessions_app import queries
-from sessions_app.actors import Actor
+from core.actors import Actor
+from sessions_app import queries, storage
 from sessions_app.queries import page_sessions, sessions_matching_text, text_search_strategy
 from sessions_app.services.events import EventDraft, append_events
 from sessions_app.services.sessions import fork_session
@@ -39,7 +39,7 @@ def found(project, text, strategy):
 
 @pytest.fixture
 def corpus(project, other_project):
-    window = queries.SEARCH_WINDOW
+    window = storage.SEARCH_WINDOW
     recent = make_session(project, title="long, match recent")
     filler(recent, window + 20)
     say(recent, "the zebra crossing")  # within the newest-events window
@@ -92,7 +92,7 @@ def test_the_estimate_collects_without_statistics_and_for_rare_terms(project, mo
 @pytest.mark.parametrize("strategy", ["walk", "collect"])
 def test_text_and_task_filters_combine(corpus, strategy, monkeypatch):
     from sessions_app.models import Session
-    from sessions_app.queries import SessionFilters, filter_sessions
+    from switchboard.queries import SessionListFilters, session_rows
     from tests.factories import make_task
 
     linked = Session.objects.get(project=corpus, title="long, match old")
@@ -100,7 +100,7 @@ def test_text_and_task_filters_combine(corpus, strategy, monkeypatch):
     monkeypatch.setattr(queries, "text_search_strategy", lambda text: strategy)
 
     def titles(**filters):
-        page, _ = page_sessions(filter_sessions(corpus, SessionFilters(q="zebra", **filters)),
+        page, _ = page_sessions(session_rows(corpus, SessionListFilters(q="zebra", **filters)),
                                 cursor=None, limit=200)
         return [s.title for s in page]
 

@@ -3,7 +3,7 @@
 from collections import deque
 from typing import Any
 
-from sessions_app.actors import Actor
+from core.actors import Actor
 from tasks_app.models import Task, TaskHistory
 from tasks_app.services.transitions import transition_task
 from tasks_app.workflows import WorkflowSpec

@@ -2,7 +2,7 @@
 
 import uuid
 
-from sessions_app.models import AuditEntry
+from core.models import AuditEntry
 from tasks_app.models import HistoryKind, Step, StepStatus, Task, TaskHistory, TaskSession
 from tasks_app.services.tasks import hash_signal_token
 from tests.factories import make_session, make_task

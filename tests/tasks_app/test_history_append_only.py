@@ -5,7 +5,7 @@ import json
 import pytest
 from django.db import DatabaseError, transaction
 
-from sessions_app import realtime
+from core import domain_events
 from tasks_app.errors import InvalidTransition
 from tasks_app.models import TaskHistory
 from tasks_app.services.transitions import transition_task
@@ -26,17 +26,17 @@ def test_it_refuses_to_update_a_history_row(project):
     assert entry.reason == ""
 
 
-def test_it_broadcasts_a_transition_to_the_task_and_project_groups_after_commit(
+def test_it_announces_a_transition_to_the_task_and_task_list_groups_after_commit(
     project, monkeypatch, django_capture_on_commit_callbacks
 ):
     sent = []
-    monkeypatch.setattr(realtime, "_send_rollback_unsafe",
+    monkeypatch.setattr(domain_events, "send_to_groups",
                         lambda groups, msg: sent.append((groups, json.loads(json.dumps(msg)))))
     task = make_task(project)
     with django_capture_on_commit_callbacks(execute=True):
         transition_task(task, "sent_for_review", actor=TESTER)
     assert sent == [(
-        [f"task-{task.pk}", f"project-{project.pk}"],
+        [f"task-{task.pk}", f"project-{project.pk}-tasks"],
         {"type": "task.transition", "from": "draft_created", "to": "sent_for_review",
          "version": 2, "task_id": str(task.pk), "project_id": project.pk},
     )]
@@ -46,7 +46,7 @@ def test_it_broadcasts_nothing_for_a_refused_transition(
     project, monkeypatch, django_capture_on_commit_callbacks
 ):
     sent = []
-    monkeypatch.setattr(realtime, "_send_rollback_unsafe", lambda *a: sent.append(a))
+    monkeypatch.setattr(domain_events, "send_to_groups", lambda *a: sent.append(a))
     task = make_task(project)
     with django_capture_on_commit_callbacks(execute=True), pytest.raises(InvalidTransition):
         transition_task(task, "published", actor=TESTER)

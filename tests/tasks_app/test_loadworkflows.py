@@ -42,7 +42,14 @@ def test_it_fails_loudly_on_a_bad_file_or_project(db, tmp_path):
     assert not WorkflowDefinition.objects.filter(name="bad").exists()
 
 
-def test_it_schedules_the_deadline_job_every_30_seconds(db):
+def test_beat_schedules_the_deadline_job_every_30_seconds(transactional_db):
+    from django_celery_beat.schedulers import DatabaseScheduler
+
+    from config.celery import app
+
+    assert not PeriodicTask.objects.filter(task="tasks_app.expire_step_deadlines").exists()
+    # What beat does when it starts: the schedule declared in settings lands in its tables.
+    DatabaseScheduler(app=app)
     entry = PeriodicTask.objects.get(task="tasks_app.expire_step_deadlines")
     assert entry.enabled
     assert (entry.interval.every, entry.interval.period) == (30, "seconds")

@@ -1,6 +1,6 @@
 """POST /tasks/{id}/transitions: validated moves, optimistic concurrency, history and audit."""
 
-from sessions_app.models import AuditEntry
+from core.models import AuditEntry
 from tasks_app.models import HistoryKind, Step, StepStatus, TaskHistory
 from tests.factories import make_task
 

@@ -1,6 +1,6 @@
 """POST /workflows, GET /workflows, GET /workflows/{name}; tasks keep their version."""
 
-from sessions_app.models import AuditEntry
+from core.models import AuditEntry
 from tasks_app.models import Task, WorkflowDefinition
 from tasks_app.workflows import DOCUMENT_APPROVAL
 

@@ -2,8 +2,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from sessions_app.actors import Actor
-from sessions_app.models import Project
+from core.actors import Actor
+from core.models import Project
 from tasks_app.errors import DomainError
 from tasks_app.models import WorkflowDefinition
 from tasks_app.services.workflows import ensure_builtin_workflows, register_workflow

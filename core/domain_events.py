@@ -1,0 +1,122 @@
+"""Domain events: the one way a change leaves the service that made it.
+
+Services publish a typed event (sessions_app.domain_events, tasks_app.domain_events) inside
+the transaction of the change. Two kinds:
+
+* Outboxed (`outboxed = True`): lifecycle changes, task transitions, step changes, links, and
+  the handoff records to come. `publish` writes an OutboxMessage row in the caller's
+  transaction, so the notice exists exactly when the change does. After commit the row is
+  fanned out to the channel layer (live pages) and marked; the `core.relay_outbox` job re-sends
+  any row a crash or a Redis outage left unsent, and webhook delivery reads the same rows.
+* Live-only (`outboxed = False`): high-volume notices (events appended), whose readers can
+  always catch up from the log itself. Sent best-effort after commit, so the append's hot path
+  gains no write.
+
+Nothing is announced for a write that rolled back: every send waits for `on_commit`.
+"""
+
+import json
+import logging
+from dataclasses import asdict, dataclass
+from datetime import timedelta
+from typing import Any, ClassVar
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from .models import OutboxMessage
+from .realtime import send_to_groups
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DomainEvent:
+    """Base of every domain event: a project, a `type` name, and the groups that hear it."""
+
+    type: ClassVar[str]
+    outboxed: ClassVar[bool] = False
+
+    project_id: int
+
+    def groups(self) -> list[str]:
+        raise NotImplementedError
+
+    def payload(self) -> dict[str, Any]:
+        """The JSON message: the event's fields plus its `type` (channels dispatches on it)."""
+        return {"type": self.type, **asdict(self)}
+
+
+def publish(event: DomainEvent) -> None:
+    """Announce `event` once the current transaction commits (at once in autocommit).
+
+    An outboxed event must be published inside the transaction of the change it reports:
+    its row commits with the change or not at all.
+    """
+    payload = event.payload()
+    json.dumps(payload)  # fail at the source if a payload is not JSON-safe
+    groups = event.groups()
+    if not event.outboxed:
+        transaction.on_commit(lambda: send_to_groups(groups, payload))
+        return
+    if not connection.in_atomic_block:
+        raise RuntimeError(f"publish({event.type}) must run inside the change's transaction")
+    message = OutboxMessage.objects.create(
+        project_id=event.project_id, type=event.type, groups=groups, payload=payload
+    )
+    transaction.on_commit(lambda: relay(message.pk))
+
+
+def relay(message_id: int) -> bool:
+    """Fan one outbox row out to its groups and mark it sent (skipped if another relay holds it)."""
+    with transaction.atomic():
+        message = (
+            OutboxMessage.objects.select_for_update(skip_locked=True)
+            .filter(pk=message_id, relayed_at__isnull=True)
+            .first()
+        )
+        if message is None:
+            return False
+        if not send_to_groups(message.groups, message.payload):
+            return False  # left unsent: the relay job tries again
+        message.relayed_at = timezone.now()
+        message.save(update_fields=["relayed_at"])
+    return True
+
+
+# An unsent row younger than this is probably being relayed right after its commit.
+RELAY_GRACE = timedelta(seconds=5)
+RELAY_BATCH = 500
+# Sent rows are kept this long (for webhook delivery and for inspection), then dropped.
+OUTBOX_KEEP = timedelta(days=7)
+
+
+def relay_pending(*, now: Any = None, batch: int = RELAY_BATCH) -> int:
+    """Send outbox rows that were committed but never sent (a crash between commit and send,
+    or the channel layer down); oldest first, in one bounded batch. Several workers may run
+    it at once: each takes rows with SKIP LOCKED. Returns how many rows were sent."""
+    now = now or timezone.now()
+    sent = 0
+    with transaction.atomic():
+        pending = list(
+            OutboxMessage.objects.select_for_update(skip_locked=True)
+            .filter(relayed_at__isnull=True, created_at__lt=now - RELAY_GRACE)
+            .order_by("id")[:batch]
+        )
+        for message in pending:
+            if not send_to_groups(message.groups, message.payload):
+                break  # the layer is down: leave the rest for the next run
+            message.relayed_at = timezone.now()
+            message.save(update_fields=["relayed_at"])
+            sent += 1
+    return sent
+
+
+def drop_relayed(*, now: Any = None, batch: int = 5000) -> int:
+    """Delete sent outbox rows older than OUTBOX_KEEP, one bounded batch."""
+    now = now or timezone.now()
+    old = OutboxMessage.objects.filter(
+        relayed_at__isnull=False, created_at__lt=now - OUTBOX_KEEP
+    ).values("pk")[:batch]
+    deleted, _ = OutboxMessage.objects.filter(pk__in=list(old)).delete()
+    return deleted

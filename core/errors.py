@@ -1,0 +1,46 @@
+"""Domain errors. Services raise these; the API and the dashboard each render them in one place.
+
+Each carries a stable `code`, an HTTP `status` and a JSON-safe `detail`, so services never know
+about HTTP and clients can branch on the code.
+"""
+
+from typing import Any
+
+
+class DomainError(Exception):
+    status = 400
+    code = "bad_request"
+
+    def __init__(self, message: str, *, detail: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.detail = detail if detail is not None else {}
+
+
+class NotFound(DomainError):
+    status = 404
+    code = "not_found"
+
+
+class PermissionDeniedError(DomainError):
+    status = 403
+    code = "forbidden"
+
+
+class Conflict(DomainError):
+    status = 409
+    code = "conflict"
+
+
+class InvalidTransition(Conflict):
+    code = "invalid_transition"
+
+
+class InvalidInput(DomainError):
+    status = 422
+    code = "invalid_input"
+
+
+class PayloadTooLarge(DomainError):
+    status = 413
+    code = "payload_too_large"

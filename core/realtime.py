@@ -1,0 +1,46 @@
+"""Fan-out to live pages through the channel layer.
+
+Groups are named `session-<uuid>`, `task-<uuid>` (one object's page) and
+`project-<id>-sessions`, `project-<id>-tasks` (one list of a project, each its own group so a
+task list never hears of appends). ASCII and hyphens: channels' group-name rules.
+
+Only core.domain_events sends: services publish domain events, never channel messages.
+"""
+
+import logging
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+
+logger = logging.getLogger(__name__)
+
+
+def session_group(session_id: object) -> str:
+    return f"session-{session_id}"
+
+
+def task_group(task_id: object) -> str:
+    return f"task-{task_id}"
+
+
+def project_list_group(project_id: object, listing: str) -> str:
+    """The group of one list of a project: "sessions" (list and overview), "tasks", …"""
+    return f"project-{project_id}-{listing}"
+
+
+def send_to_groups(groups: list[str], message: dict[str, Any]) -> bool:
+    """Send `message` to every group; False (logged) when the channel layer failed.
+
+    A live update is a courtesy to open pages: a Redis hiccup must not fail a committed write.
+    """
+    layer = get_channel_layer()
+    if layer is None:
+        return True
+    try:
+        for group in groups:
+            async_to_sync(layer.group_send)(group, message)
+    except Exception:
+        logger.exception("live update to %s failed", groups)
+        return False
+    return True

@@ -1,0 +1,27 @@
+from typing import Any
+
+from core.actors import Actor
+from core.models import AuditEntry, Project
+
+
+def record_audit(
+    project: Project | int,
+    *,
+    actor: Actor,
+    action: str,
+    target_type: str,
+    target_id: object,
+    detail: dict[str, Any] | None = None,
+) -> AuditEntry:
+    """Write one audit row; call it inside the transaction of the change it records."""
+    project_id = project.pk if isinstance(project, Project) else project
+    return AuditEntry.objects.create(
+        project_id=project_id,
+        actor=actor.label,
+        user=actor.user,
+        api_key=actor.api_key,
+        action=action,
+        target_type=target_type,
+        target_id=str(target_id),
+        detail=detail or {},
+    )

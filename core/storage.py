@@ -1,0 +1,61 @@
+"""Fixed SQL of the core app, and the helpers every app's storage module builds rows with.
+
+On this project's machines the ORM spends about 0.7 ms of CPU per query (compiling the SQL,
+building instances) for a row the database returns in 0.1 ms; the API's per-request look-ups
+(the key, the session) are fixed statements instead, built from the models' own metadata
+(table and column names from `_meta`, never typed into strings) and turned into the same model
+instances the ORM would build (bench/ingest.py measures the difference).
+"""
+
+from typing import Any
+
+from django.db import connection
+from django.db.models import Field, Model
+
+from .models import ApiKey, Project
+
+
+def table(model: type[Model]) -> str:
+    """The model's table name, quoted for SQL."""
+    return connection.ops.quote_name(model._meta.db_table)
+
+
+def column(model: type[Model], field_name: str) -> str:
+    """A model field's column name, quoted for SQL."""
+    return connection.ops.quote_name(model._meta.get_field(field_name).column)  # type: ignore[union-attr]
+
+
+def select_list(model: type[Model], alias: str) -> tuple[str, list[Field]]:
+    """`alias.col, …` for every concrete field of `model`, and those fields in that order."""
+    fields = list(model._meta.concrete_fields)
+    return ", ".join(f"{alias}.{connection.ops.quote_name(f.column)}" for f in fields), fields
+
+
+def instance_from_row[M: Model](model: type[M], fields: list[Field], row: tuple[Any, ...]) -> M:
+    """What the ORM would build from `row` (JSON columns arrive as text and are decoded)."""
+    values = []
+    for f, value in zip(fields, row, strict=True):
+        from_db_value = getattr(f, "from_db_value", None)
+        if from_db_value is not None:
+            value = from_db_value(value, None, connection)
+        values.append(value)
+    return model.from_db(connection.alias, [f.attname for f in fields], values)
+
+
+def active_key_with_project(prefix: str) -> ApiKey | None:
+    """The unrevoked key with this prefix, its project loaded, in one statement (per request)."""
+    key_columns, key_fields = select_list(ApiKey, "k")
+    project_columns, project_fields = select_list(Project, "p")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {key_columns}, {project_columns} FROM {table(ApiKey)} k"
+            f" JOIN {table(Project)} p ON p.id = k.project_id"
+            " WHERE k.prefix = %s AND k.revoked_at IS NULL",
+            [prefix],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    api_key = instance_from_row(ApiKey, key_fields, row[: len(key_fields)])
+    api_key.project = instance_from_row(Project, project_fields, row[len(key_fields):])
+    return api_key

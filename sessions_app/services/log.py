@@ -1,0 +1,199 @@
+"""Writing to a session's log under its row lock: the floor every other writer stands on.
+
+`insert_events_locked` allocates seqs and inserts a batch inside the caller's transaction
+(sessions_app.storage holds the SQL); `events_written` updates the in-memory session and
+schedules what follows a commit (snapshots at interval boundaries, the live notice). Appending
+(services.events) and lifecycle moves (services.lifecycle) both write through here.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from core.actors import Actor
+from core.domain_events import publish
+from core.errors import InvalidInput, NotFound
+from sessions_app import storage
+from sessions_app.errors import HeadSeqMismatch, SessionNotWritable
+from sessions_app.models import (
+    AGENT_KINDS,
+    DEFAULT_TIER,
+    WRITABLE_STATUSES,
+    Event,
+    EventKind,
+    Session,
+    Tier,
+)
+
+from ..domain_events import EventsAppended
+from .state import ensure_snapshots
+
+
+@dataclass
+class EventDraft:
+    """An event as submitted, before it has a seq."""
+
+    kind: str
+    content: Any = field(default_factory=dict)
+    tier: str | None = None
+    role: str = ""
+    tokens: int = 0
+    cost: Decimal = Decimal("0")
+    idempotency_key: str | None = None
+
+
+def searchable_text(kind: str, content: Any) -> str:
+    if not isinstance(content, dict):
+        return ""
+    if kind == EventKind.DECISION:
+        return " ".join(str(content.get(k, "")) for k in ("decision", "rationale")).strip()
+    if kind == EventKind.FACT:
+        return f"{content.get('key', '')}: {content.get('value', '')}"
+    text = content.get("text") or content.get("message") or ""
+    return text if isinstance(text, str) else ""
+
+
+def validate_draft(draft: EventDraft, *, system: bool) -> None:
+    allowed = set(EventKind) if system else AGENT_KINDS
+    if draft.kind not in allowed:
+        raise InvalidInput(
+            f"Event kind {draft.kind!r} cannot be appended.",
+            detail={"kind": draft.kind, "allowed": sorted(allowed)},
+        )
+    if draft.tier is not None and draft.tier not in Tier.values:
+        raise InvalidInput(f"Unknown tier {draft.tier!r}.", detail={"allowed": Tier.values})
+    if draft.tier == Tier.TRANSIENT and DEFAULT_TIER[draft.kind] == Tier.DURABLE:
+        # Facts and decisions must survive compaction (invariant 6), and slices filtered to
+        # durable kinds read only durable rows (queries.slice_events): they are never transient.
+        raise InvalidInput(
+            f"A {draft.kind} event is always durable.",
+            detail={"kind": draft.kind, "tier": draft.tier},
+        )
+    if not isinstance(draft.content, dict):
+        raise InvalidInput("Event content must be a JSON object.", detail={"kind": draft.kind})
+    if draft.kind == EventKind.FACT and not isinstance(draft.content.get("key"), str):
+        raise InvalidInput('A fact needs a string "key" and a "value".')
+    if draft.kind == EventKind.FACT and "value" not in draft.content:
+        raise InvalidInput('A fact needs a string "key" and a "value".')
+    if draft.kind == EventKind.DECISION and not isinstance(draft.content.get("decision"), str):
+        raise InvalidInput('A decision needs a string "decision" (and a "rationale").')
+    if draft.tokens < 0 or draft.cost < 0:
+        raise InvalidInput("tokens and cost cannot be negative.")
+
+
+def build_events(
+    session: Session, drafts: Sequence[EventDraft], *, actor: Actor, first: int | None
+) -> list[Event]:
+    now = timezone.now()
+    return [
+        Event(
+            session_id=session.pk,
+            seq=None if first is None else first + i,
+            kind=d.kind,
+            tier=d.tier or DEFAULT_TIER[d.kind],
+            role=d.role,
+            content=d.content,
+            text=searchable_text(d.kind, d.content),
+            tokens=d.tokens,
+            cost=d.cost,
+            actor=actor.label,
+            idempotency_key=d.idempotency_key,
+            created_at=now,
+        )
+        for i, d in enumerate(drafts)
+    ]
+
+
+def explain_refusal(
+    session_id: Any, expected_head_seq: int | None, project_id: int | None = None
+) -> Exception:
+    """Why the allocating UPDATE matched no row: not found, not writable, or a moved head."""
+    found = Session.objects.filter(pk=session_id)
+    if project_id is not None:
+        found = found.filter(project_id=project_id)
+    current = found.values("status", "head_seq").first()
+    if current is None:
+        return NotFound("Session not found.", detail={"session_id": str(session_id)})
+    if current["status"] not in WRITABLE_STATUSES:
+        return SessionNotWritable(
+            f"The session is {current['status']}; it accepts no more events.",
+            detail={"status": current["status"]},
+        )
+    return HeadSeqMismatch(
+        "The session's head has moved since you read it.",
+        detail={"expected_head_seq": expected_head_seq, "head_seq": current["head_seq"]},
+    )
+
+
+@dataclass
+class Written:
+    """What an insert under the lock left on the session row."""
+
+    events: list[Event]
+    status: str
+    tokens_used: int
+    cost_used: Decimal
+    max_tokens: int | None
+    max_cost: Decimal | None
+
+
+def insert_events_locked(
+    session: Session,
+    drafts: Sequence[EventDraft],
+    *,
+    actor: Actor,
+    expected_head_seq: int | None = None,
+    system: bool = False,
+) -> Written:
+    """Allocate seqs and insert; the caller holds a transaction. Raises on refusal.
+
+    `system` writes (lifecycle and handoff records) are accepted whatever the status.
+    """
+    allocated = storage.allocate_seqs(
+        session.pk, session.project_id,
+        count=len(drafts),
+        tokens=sum(d.tokens for d in drafts),
+        cost=sum((d.cost for d in drafts), Decimal("0")),
+        now=timezone.now(),
+        writable_statuses=None if system else WRITABLE_STATUSES,
+        expected_head_seq=expected_head_seq,
+    )
+    if allocated is None:
+        raise explain_refusal(session.pk, expected_head_seq, session.project_id)
+    head, status, tokens_used, cost_used, max_tokens, max_cost = allocated
+    first = head - len(drafts) + 1
+    events = build_events(session, drafts, actor=actor, first=first)
+    storage.insert_events(events)
+    events_written(session, first, head, status, tokens_used, cost_used)
+    return Written(events, status, tokens_used, cost_used, max_tokens, max_cost)
+
+
+def events_written(
+    session: Session, first: int, head: int, status: str, tokens_used: int, cost_used: Decimal
+) -> None:
+    """Seqs first..head are written: update `session`; snapshot and announce after commit."""
+    old_head = first - 1
+    session.head_seq = head
+    session.status = status
+    session.tokens_used = tokens_used
+    session.cost_used = cost_used
+    every = settings.SWITCHBOARD_SNAPSHOT_EVERY
+    if every > 0 and head // every > old_head // every:
+        # Every boundary the batch crossed, not only the last: a 1000-event batch must not leave
+        # a 1000-event fold behind it (invariant 5's bound is the interval, not the batch size).
+        boundaries = list(range((old_head // every + 1) * every, head + 1, every))
+        session_id = session.pk
+        # robust: the events have committed whatever happens here; a failed snapshot must not
+        # turn a durable append into an error the agent would retry (and so duplicate).
+        transaction.on_commit(lambda: ensure_snapshots(session_id, boundaries), robust=True)
+    publish(
+        EventsAppended(
+            project_id=session.project_id, session_id=str(session.pk), from_seq=first,
+            to_seq=head,
+        )
+    )

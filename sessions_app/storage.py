@@ -1,0 +1,414 @@
+"""Every fixed SQL statement of the session store, and nothing else.
+
+The hot paths (append, slice, state at a seq, the session look-up) are fixed statements: built
+through the ORM they cost more client CPU than the database spends answering them
+(bench/ingest.py). Table and column names come from the models' `_meta`; values are always
+bound parameters. Services call these functions; nothing above this module writes SQL.
+"""
+
+import json
+from collections.abc import Sequence
+from decimal import Decimal
+from typing import Any
+from uuid import UUID
+
+from django.db import connection
+from django.db.models import BooleanField, F, Func
+
+from core.storage import column, instance_from_row, select_list, table
+from sessions_app.models import Event, Session, Snapshot
+
+EVENT_FIELDS = (
+    "session_id", "seq", "kind", "tier", "role", "tokens", "cost", "actor",
+    "idempotency_key", "created_at",
+)
+SLICE_KEYS = (*EVENT_FIELDS, "content_json")
+
+
+def _session_db(field_name: str, value: Any) -> Any:
+    return Session._meta.get_field(field_name).get_db_prep_value(value, connection)  # type: ignore[union-attr]
+
+
+# --- Look-ups -------------------------------------------------------------------------------
+
+
+def session_in_project(session_id: UUID, project_id: int) -> Session | None:
+    """The project's session with this id, as the ORM would build it, in one statement."""
+    columns, fields = select_list(Session, "s")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {columns} FROM {table(Session)} s WHERE s.id = %s AND s.project_id = %s",
+            [session_id, project_id],
+        )
+        row = cursor.fetchone()
+    return None if row is None else instance_from_row(Session, fields, row)
+
+
+# --- Appending ------------------------------------------------------------------------------
+#
+# Seqs are allocated by one UPDATE … RETURNING on the session row: it takes the row lock and
+# moves head_seq in the same statement, so concurrent appends queue on the lock and the seqs
+# they get are gap-free (invariant 1). Usage counters ride in the same UPDATE.
+
+
+def _allocation_sql(*, writable_only: bool, unbudgeted_only: bool, check_head: bool) -> str:
+    session = table(Session)
+    sql = (
+        f"UPDATE {session} SET head_seq = head_seq + %s, tokens_used = tokens_used + %s,"
+        " cost_used = cost_used + %s, updated_at = %s WHERE id = %s AND project_id = %s"
+    )
+    if writable_only:
+        sql += " AND status IN (%s, %s, %s)"
+    if unbudgeted_only:
+        sql += " AND budget_max_tokens IS NULL AND budget_max_cost IS NULL"
+    if check_head:
+        sql += " AND head_seq = %s"
+    return sql
+
+
+def _allocation_params(
+    session_id: Any,
+    project_id: int,
+    *,
+    count: int,
+    tokens: int,
+    cost: Decimal,
+    now: Any,
+    writable_statuses: Sequence[str] | None,
+    expected_head_seq: int | None,
+) -> list[Any]:
+    params: list[Any] = [
+        count, tokens, _session_db("cost_used", cost), _session_db("updated_at", now),
+        _session_db("id", session_id), project_id,
+    ]
+    if writable_statuses is not None:
+        params.extend(str(s) for s in writable_statuses)
+    if expected_head_seq is not None:
+        params.append(expected_head_seq)
+    return params
+
+
+def allocate_seqs(
+    session_id: Any,
+    project_id: int,
+    *,
+    count: int,
+    tokens: int,
+    cost: Decimal,
+    now: Any,
+    writable_statuses: Sequence[str] | None,
+    expected_head_seq: int | None,
+) -> tuple[int, str, int, Decimal, int | None, Decimal | None] | None:
+    """Lock the session row and reserve `count` seqs: (head, status, usage…, budget…).
+
+    None when the WHERE clause refused (no such session in the project, a status outside
+    `writable_statuses`, a head other than `expected_head_seq`). The caller holds a transaction.
+    """
+    sql = _allocation_sql(
+        writable_only=writable_statuses is not None,
+        unbudgeted_only=False,
+        check_head=expected_head_seq is not None,
+    )
+    sql += " RETURNING head_seq, status, tokens_used, cost_used, budget_max_tokens, budget_max_cost"
+    params = _allocation_params(
+        session_id, project_id, count=count, tokens=tokens, cost=cost, now=now,
+        writable_statuses=writable_statuses, expected_head_seq=expected_head_seq,
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    head, status, tokens_used, cost_used, max_tokens, max_cost = row
+    return head, status, tokens_used, Decimal(str(cost_used)), max_tokens, (
+        None if max_cost is None else Decimal(str(max_cost))
+    )
+
+
+# From this many rows a batch goes in with COPY: the rows are sent as they are, where a
+# multi-row INSERT has every one of the ~12 values per row quoted into the SQL text in Python
+# (Django's client-side binding); about half the client CPU of a batch of 100 (bench/ingest.py).
+COPY_FROM_ROWS = 8
+
+
+def insert_events(events: list[Event]) -> None:
+    """Write events that have their seqs: what `bulk_create` does, without its compilation.
+
+    A few rows: one multi-row INSERT. More: one COPY in the same transaction. Either way a
+    constraint violation (a concurrent append with the same idempotency key) raises Django's
+    IntegrityError and nothing is written.
+    """
+    fields = Event._meta.concrete_fields
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    if len(events) >= COPY_FROM_ROWS:
+        with (
+            connection.cursor() as cursor,
+            connection.wrap_database_errors,
+            cursor.cursor.copy(f"COPY {table(Event)} ({columns}) FROM STDIN") as copy,
+        ):
+            for event in events:
+                copy.write_row(
+                    [f.get_db_prep_save(getattr(event, f.attname), connection) for f in fields]
+                )
+        return
+    row = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    params = [
+        f.get_db_prep_save(getattr(event, f.attname), connection) for event in events for f in fields
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table(Event)} ({columns}) VALUES {', '.join([row] * len(events))}",
+            params,
+        )
+
+
+def _cast(field: Any) -> str:
+    """The cast a VALUES placeholder needs so INSERT … SELECT sees the column's type.
+
+    Text columns get none: the INSERT's assignment then checks varchar lengths as usual.
+    """
+    db_type = field.db_type(connection)
+    if db_type.startswith("varchar") or db_type == "text":
+        return ""
+    return "::numeric" if db_type.startswith("numeric") else f"::{db_type}"
+
+
+def append_in_one_statement(
+    session_id: Any,
+    project_id: int,
+    events: list[Event],
+    *,
+    tokens: int,
+    cost: Decimal,
+    now: Any,
+    writable_statuses: Sequence[str],
+    expected_head_seq: int | None,
+) -> tuple[int, str, int, Decimal] | None:
+    """Allocate and insert as one statement in its own transaction: one round trip.
+
+    The UPDATE … RETURNING that locks the row and allocates and the INSERT that uses the seqs
+    are one data-modifying WITH, so they commit together or not at all, and concurrent appends
+    still queue on the row lock. Only for sessions without a budget (a budgeted append may have
+    to pause the session in the same transaction). `events` carry no seq yet. Returns (head,
+    status, tokens_used, cost_used), or None when the WHERE clause refused and nothing was
+    written.
+    """
+    fields = [f for f in Event._meta.concrete_fields if f.attname != "seq"]
+    row = "(%s, " + ", ".join(f"%s{_cast(f)}" for f in fields) + ")"
+    params = _allocation_params(
+        session_id, project_id, count=len(events), tokens=tokens, cost=cost, now=now,
+        writable_statuses=writable_statuses, expected_head_seq=expected_head_seq,
+    )
+    params.append(len(events))
+    for position, event in enumerate(events, start=1):
+        params.append(position)
+        params.extend(f.get_db_prep_save(getattr(event, f.attname), connection) for f in fields)
+    aliases = ", ".join(f"c{i}" for i in range(len(fields)))
+    values = ", ".join(f"v.c{i}" for i in range(len(fields)))
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    allocate = _allocation_sql(
+        writable_only=True, unbudgeted_only=True, check_head=expected_head_seq is not None
+    )
+    sql = (
+        f"WITH s AS ({allocate} RETURNING head_seq, status, tokens_used, cost_used),"
+        f" w AS (INSERT INTO {table(Event)} ({column(Event, 'seq')}, {columns})"
+        f" SELECT s.head_seq - %s + v.ord, {values}"
+        f" FROM s CROSS JOIN (VALUES {', '.join([row] * len(events))}) AS v(ord, {aliases}))"
+        " SELECT head_seq, status, tokens_used, cost_used FROM s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        result = cursor.fetchone()
+    if result is None:
+        return None
+    head, status, tokens_used, cost_used = result
+    return head, status, tokens_used, Decimal(str(cost_used))
+
+
+def allow_event_deletion_in_transaction(allowed: bool) -> None:
+    """Open (or close) the append-only trigger's gate for the current transaction only.
+
+    A transaction-local setting the trigger of migration sessions_app 0002 reads: it is gone
+    at commit or rollback whatever happens.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT set_config('switchboard.allow_event_delete', %s, true)",
+            ["on" if allowed else ""],
+        )
+
+
+# --- Reading the log ------------------------------------------------------------------------
+
+
+def segment_rows(
+    segment_id: Any,
+    low: int,
+    high: int | None,
+    *,
+    kinds: list[str] | None,
+    tier: str | None,
+    newest_first: bool,
+    limit: int,
+) -> list[dict[str, Any]]:
+    """Rows of one lineage segment with low < seq <= high, along the primary key.
+
+    Each row has the fields of EVENT_FIELDS plus "content_json": the stored JSON text,
+    undecoded, so it can be spliced into a response as it is.
+    """
+    selected = ", ".join(connection.ops.quote_name(name) for name in EVENT_FIELDS)
+    sql = [
+        f"SELECT {selected}, content::text FROM {table(Event)}"
+        " WHERE session_id = %s AND seq > %s"
+    ]
+    params: list[Any] = [segment_id, low]
+    if high is not None:
+        sql.append(" AND seq <= %s")
+        params.append(high)
+    if kinds:
+        sql.append(f" AND kind IN ({', '.join(['%s'] * len(kinds))})")
+        params.extend(kinds)
+    if tier:
+        sql.append(" AND tier = %s")
+        params.append(tier)
+    sql.append(f" ORDER BY seq {'DESC' if newest_first else 'ASC'} LIMIT %s")
+    params.append(limit)
+    with connection.cursor() as cursor:
+        cursor.execute("".join(sql), params)
+        return [dict(zip(SLICE_KEYS, row, strict=True)) for row in cursor.fetchall()]
+
+
+def _lineage_where(
+    segments: list[tuple[UUID, int, int | None]], *, after: int, upto: int
+) -> tuple[str, list[Any]]:
+    """One `session_id = … AND seq range` per lineage segment overlapping (after, upto]."""
+    parts: list[str] = []
+    params: list[Any] = []
+    for segment_id, lower, segment_upto in segments:
+        low = max(lower, after)
+        high = upto if segment_upto is None else min(upto, segment_upto)
+        if high <= low:
+            continue
+        parts.append("(session_id = %s AND seq > %s AND seq <= %s)")
+        params.extend([segment_id, low, high])
+    return (" OR ".join(parts) or "FALSE"), params
+
+
+def nearest_snapshot_row(
+    segments: list[tuple[UUID, int, int | None]], at_seq: int
+) -> tuple[int, Any, Any, str] | None:
+    """(seq, state, facts, summary) of the latest snapshot at or before `at_seq` in the lineage.
+
+    Walks the unique index (session_id, seq) backwards. JSON is decoded here, as the ORM would.
+    """
+    where, params = _lineage_where(segments, after=0, upto=at_seq)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT seq, state, facts, summary FROM {table(Snapshot)}"
+            f" WHERE {where} ORDER BY seq DESC LIMIT 1",
+            params,
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    seq, state, facts, summary = row
+    return seq, json.loads(state), json.loads(facts), summary
+
+
+def events_of_kinds(
+    segments: list[tuple[UUID, int, int | None]],
+    *,
+    after: int,
+    upto: int,
+    kinds: Sequence[str],
+) -> list[tuple[int, str, Any]]:
+    """(seq, kind, content) of the lineage's events of `kinds` in (after, upto], in seq order."""
+    where, params = _lineage_where(segments, after=after, upto=upto)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT seq, kind, content FROM {table(Event)} WHERE ({where})"
+            f" AND kind IN ({', '.join(['%s'] * len(kinds))}) ORDER BY seq",
+            [*params, *kinds],
+        )
+        return [(seq, kind, json.loads(content)) for seq, kind, content in cursor.fetchall()]
+
+
+# --- Full-text search (the sessions list's `q`) ---------------------------------------------
+#
+# A session matches when one of its own events has searchable text matching `q` (a fork's
+# inherited prefix is its parent's). The GIN index event_text_search_session (migration
+# sessions_app 0002) holds, for every event with text, its session (as a one-element array)
+# and its tsvector, and the list is read one of two ways, picked from the index's statistics:
+#
+# * collect (rare terms): the matching events' sessions, from the index, then those sessions
+#   by primary key. Costs about one heap read per matching event, so only when they are few.
+# * walk (common terms): the sessions in the list's own keyset order, each probed until a page
+#   is full. A probe asks the index for events of *that* session matching the term (the array
+#   column: a B-tree cannot answer `ARRAY[session_id] @> …`, so a probe never degrades into a
+#   scan of a long session's primary key). A session with a long log first checks its newest
+#   SEARCH_WINDOW events by primary key, because a GIN probe of a session holding the term
+#   100,000 times reads all of those entries before answering.
+#
+# The old form, SELECT DISTINCT session_id over every matching event, read every match of a
+# common word (about a second at a million events, bench/dashboard.py).
+
+SEARCH_INDEX = "event_text_search_session"
+SEARCH_WINDOW = 64
+
+
+def search_term_statistics(text: str) -> tuple[Any, Any, Any, Any] | None:
+    """(most common lexemes, their frequencies, indexed rows, the lexemes of `text`).
+
+    From pg_stats on the search index's tsvector column; None without the index.
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT s.most_common_elems::text::text[], s.most_common_elem_freqs, c.reltuples,"
+            " tsvector_to_array(to_tsvector('simple', %s))"
+            " FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " LEFT JOIN pg_stats s ON s.schemaname = n.nspname AND s.tablename = c.relname"
+            " AND s.attname = 'to_tsvector'"
+            " WHERE c.oid = to_regclass(%s)",
+            [text, SEARCH_INDEX],
+        )
+        return cursor.fetchone()
+
+
+class EventTextMatch(Func):
+    """True for a session with an own event whose searchable text matches `text`.
+
+    The outer session's id and head_seq are source expressions, so they follow the query's
+    aliases wherever the queryset ends up. The tsvector expression and the `text <> ''`
+    condition are the index's (migration sessions_app 0002).
+    """
+
+    output_field = BooleanField()
+
+    def __init__(self, text: str, strategy: str) -> None:
+        if strategy not in ("walk", "collect"):
+            raise ValueError(f"unknown search strategy {strategy!r}")
+        super().__init__(F("pk"), F("head_seq"))
+        self.text = text
+        self.strategy = strategy
+
+    def as_sql(self, compiler: Any, connection: Any, **extra_context: Any) -> tuple[str, list]:  # type: ignore[override]
+        (id_sql, id_params), (head_sql, head_params) = (
+            compiler.compile(expression) for expression in self.get_source_expressions()
+        )
+        events = table(Event)
+        match = "to_tsvector('simple', {0}.text) @@ plainto_tsquery('simple', %s)"
+        if self.strategy == "collect":
+            sql = (
+                f"{id_sql} = ANY(ARRAY(SELECT DISTINCT sb_m.session_id FROM {events} sb_m"
+                f" WHERE sb_m.text <> '' AND {match.format('sb_m')}))"
+            )
+            return sql, [*id_params, self.text]
+        sql = (
+            f"(({head_sql} > {SEARCH_WINDOW} AND EXISTS (SELECT 1 FROM {events} sb_w"
+            f" WHERE sb_w.session_id = {id_sql} AND sb_w.seq > {head_sql} - {SEARCH_WINDOW}"
+            f" AND {match.format('sb_w')}))"
+            f" OR EXISTS (SELECT 1 FROM {events} sb_m"
+            f" WHERE ARRAY[sb_m.session_id] @> ARRAY[{id_sql}]"
+            f" AND sb_m.text <> '' AND {match.format('sb_m')}))"
+        )
+        return sql, [*head_params, *id_params, *head_params, self.text, *id_params, self.text]

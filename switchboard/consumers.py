@@ -1,0 +1,388 @@
+"""Websocket consumers of the dashboard: thin and read-only.
+
+Each authenticates from scope["user"] (the session cookie, via AuthMiddlewareStack), checks
+access with the same helpers as the views, joins the groups of sessions_app.realtime, and turns
+the high-level group events the services publish after commit into rendered partials of the
+page's own template, sent as htmx out-of-band swaps (hx-swap-oob). Nothing here writes domain
+state; clients only listen (anything they send is ignored).
+
+Server → client frames are HTML: one or more top-level elements, each with hx-swap-oob
+(`true` = replace the element with the same id; `afterbegin:#id` / `beforeend:#id` = insert its
+children; `delete` = remove the element). See the module docstrings of the streams for which.
+"""
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from django.http import QueryDict
+from django.template.loader import render_to_string
+
+from core.access import require_role
+from core.errors import DomainError
+from core.live import (
+    CLOSE_NOT_FOUND,
+    CLOSE_UNAUTHENTICATED,
+    AccessLost,
+    LiveConsumer,
+    LiveListConsumer,
+)
+from core.models import Membership
+from core.pages import role_context
+from core.realtime import session_group, task_group
+from sessions_app.access import get_session_for_user
+from sessions_app.models import EventKind, Session
+from sessions_app.queries import (
+    SESSION_SORTS,
+    decode_sort_cursor,
+    event_range_has_kind,
+    page_sessions,
+    slice_events,
+)
+from switchboard.context import (
+    LogOptions,
+    event_view,
+    facts_context,
+    linked_tasks,
+    overview_live_context,
+    session_header_context,
+    timeline,
+)
+from switchboard.forms import EventLogForm, SessionFilterForm
+from switchboard.queries import session_rows
+
+logger = logging.getLogger(__name__)
+
+SESSION_PAGE = "switchboard/session_detail.html"
+LIST_PAGE = "switchboard/session_list.html"
+OVERVIEW_PAGE = "switchboard/overview.html"
+
+# At most this many rows per push; beyond it the log shows a gap with a link to the rest.
+LIVE_MAX_ROWS = 200
+# Project-wide changes are collected for this long and rendered once (one query per flush,
+# however many events the project's agents append meanwhile).
+PROJECT_FLUSH_SECONDS = 0.5
+
+
+# --- One session ----------------------------------------------------------------------------
+
+
+@dataclass
+class SessionStream:
+    """What one session page shows live, and how far it has been brought up to date.
+
+    Pushes: new event rows (`afterbegin:#event-rows` newest first, `beforeend:#event-rows`
+    oldest first; none after a jump into the past), the header (status, budget, head, lineage,
+    actions for the role) on every change, the lifecycle timeline on a transition, the facts
+    panel when facts were appended, a linked task's panel when the task changes.
+    """
+
+    user: Any
+    session_id: str
+    options: LogOptions
+    rows: bool
+    covered: int  # every event up to this seq has been shown (or filtered out)
+    task_ids: set[str] = field(default_factory=set)
+
+    @classmethod
+    def open(cls, user: Any, session_id: str, query: str) -> "SessionStream":
+        session, _ = get_session_for_user(user, session_id)
+        params = QueryDict(query)
+        form = EventLogForm(session, params)
+        if not form.is_valid():
+            raise DomainError("Invalid log settings.")
+        try:
+            after = int(params.get("after_seq", session.head_seq))
+        except ValueError:
+            after = session.head_seq
+        tasks = linked_tasks(session)
+        return cls(
+            user=user,
+            session_id=str(session.pk),
+            options=LogOptions.from_cleaned(form.cleaned_data),
+            rows=params.get("rows", "1") == "1",
+            covered=min(max(after, 0), session.head_seq),
+            task_ids={str(t.pk) for t in tasks},
+        )
+
+    def _session(self) -> tuple[Session, Membership]:
+        try:
+            return get_session_for_user(self.user, self.session_id)
+        except DomainError:
+            raise AccessLost from None
+
+    def events_frame(self) -> str:
+        """Rows appended since `covered`, the header and (if facts changed) the facts panel."""
+        session, membership = self._session()
+        head = session.head_seq
+        if head <= self.covered:
+            return ""
+        parts = []
+        if self.rows:
+            newest_first = self.options.order != "asc"
+            page = slice_events(
+                session, after_seq=self.covered, before_seq=head + 1, limit=LIVE_MAX_ROWS,
+                kinds=self.options.kinds or None, tier=self.options.tier or None,
+                newest_first=True,
+            )
+            rows = page.rows if newest_first else list(reversed(page.rows))
+            gap = None
+            if page.has_more:
+                gap = {"from_seq": self.covered + 1, "to_seq": page.rows[-1]["seq"] - 1}
+            parts.append(render_to_string(f"{SESSION_PAGE}#live-events", {
+                "session": session, "events": [event_view(r) for r in rows],
+                "prepend": newest_first, "gap": gap,
+            }))
+        parts.append(self._header(session, membership))
+        if event_range_has_kind(session, after_seq=self.covered, upto_seq=head,
+                                kind=EventKind.FACT):
+            parts.append(render_to_string(f"{SESSION_PAGE}#facts-panel",
+                                          {**facts_context(session), "oob": True}))
+        self.covered = head
+        return "".join(parts)
+
+    def lifecycle_frame(self) -> str:
+        """Header, actions (which depend on the status) and the timeline."""
+        session, membership = self._session()
+        context = {**session_header_context(session, membership), "timeline": timeline(session),
+                   "oob": True}
+        return "".join(
+            render_to_string(f"{SESSION_PAGE}#{name}", context)
+            for name in ("session-header", "session-actions", "timeline")
+        )
+
+    def task_frame(self, task_id: str, unlinked: bool) -> str:
+        session, _ = self._session()
+        if unlinked:
+            self.task_ids.discard(task_id)
+            return f'<div id="task-slot-{task_id}" hx-swap-oob="delete"></div>' if _is_uuid(
+                task_id) else ""
+        task = next((t for t in linked_tasks(session) if str(t.pk) == task_id), None)
+        if task is None:
+            return ""
+        return render_to_string(f"{SESSION_PAGE}#task-slot",
+                                {"session": session, "task": task, "oob": True})
+
+    def _header(self, session: Session, membership: Membership) -> str:
+        context = session_header_context(session, membership)
+        return render_to_string(f"{SESSION_PAGE}#session-header", {**context, "oob": True})
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
+class SessionConsumer(LiveConsumer):
+    """ws/sessions/<uuid>/?order=&kind=&tier=&after_seq=<head shown>&rows=1|0"""
+
+    async def connect(self) -> None:
+        user = self.user()
+        if user is None:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        session_id = str(self.scope["url_route"]["kwargs"]["session_id"])
+        query = self.scope.get("query_string", b"").decode("latin-1")
+        try:
+            self.stream = await database_sync_to_async(SessionStream.open)(user, session_id, query)
+        except DomainError:
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        groups = [session_group(self.stream.session_id)]
+        groups += [task_group(task_id) for task_id in sorted(self.stream.task_ids)]
+        await self.join(groups)
+        await self.accept()
+        # Events appended between the page's render and this connection.
+        await self.send_frame(await self.run(self.stream.events_frame))
+
+    async def session_events(self, event: dict[str, Any]) -> None:
+        if event.get("session_id") != self.stream.session_id:
+            return
+        if int(event.get("to_seq", 0)) <= self.stream.covered:
+            return  # already shown by an earlier push (pushes read up to the head)
+        await self.send_frame(await self.run(self.stream.events_frame))
+
+    async def session_lifecycle(self, event: dict[str, Any]) -> None:
+        if event.get("session_id") == self.stream.session_id:
+            await self.send_frame(await self.run(self.stream.lifecycle_frame))
+
+    async def session_opened(self, event: dict[str, Any]) -> None:
+        return None  # a fork of this session: its header lists forks on the next change
+
+    async def other_event(self, message: dict[str, Any]) -> None:
+        task_id = str(message.get("task_id", ""))
+        if not str(message.get("type", "")).startswith("task.") or task_id not in (
+            self.stream.task_ids
+        ):
+            return
+        unlinked = self.stream.session_id in (message.get("unlinked") or [])
+        await self.send_frame(await self.run(self.stream.task_frame, task_id, unlinked))
+
+
+# --- One project: the overview and the sessions list ----------------------------------------
+
+
+@dataclass
+class OverviewStream:
+    """Pushes the overview's status counts, waiting queue and recent changes (replaced whole)
+    after sessions open or change status. The events chart polls over HTTP instead."""
+
+    user: Any
+    project_id: int
+
+    def note(self, kind: str, session_id: str) -> bool:
+        return kind in ("session.opened", "session.lifecycle")
+
+    def take(self) -> tuple[set[str], set[str]]:
+        return set(), set()
+
+    def flush(self, changed: set[str], opened: set[str]) -> str:
+        try:
+            membership = require_role(self.user, self.project_id)
+        except DomainError:
+            raise AccessLost from None
+        context = {"project": membership.project, **overview_live_context(membership.project),
+                   "oob": True}
+        return "".join(
+            render_to_string(f"{OVERVIEW_PAGE}#{name}", context)
+            for name in ("status-counts", "waiting", "recent-changes")
+        )
+
+
+@dataclass
+class SessionListStream:
+    """Keeps one page of the sessions list (its filters, sort and cursor) up to date.
+
+    Knows which rows the page shows (the same keyset query as the view, once, at connect).
+    A shown session that changed is replaced in place (`true`), or removed (`delete`) when it
+    no longer matches the filters; on the first page of "newest first", new matching sessions
+    are inserted on top (`afterbegin:#session-rows`); on the first page of "recently active",
+    a changed session moves to the top. Any other change that would land on this page shows a
+    notice with a refresh link instead of reshuffling rows under the reader.
+    """
+
+    user: Any
+    project_id: int
+    form: SessionFilterForm
+    known: set[str]
+    last_key: tuple[Any, str] | None  # the page's last row, when a next page exists
+    cursor_key: tuple[Any, str] | None
+    changed: set[str] = field(default_factory=set)
+    opened: set[str] = field(default_factory=set)
+
+    @classmethod
+    def open(cls, user: Any, project_id: int, query: str) -> "SessionListStream":
+        membership = require_role(user, project_id)
+        form = SessionFilterForm(membership.project, QueryDict(query))
+        if not form.is_valid():
+            raise ValueError("invalid filters")
+        sort = form.cleaned_data["sort"]
+        cursor = form.cleaned_data.get("cursor") or None
+        page, next_cursor = page_sessions(
+            session_rows(membership.project, form.to_filters()), cursor=cursor, limit=50,
+            sort=sort,
+        )
+        key_field = SESSION_SORTS[sort][0]
+        return cls(
+            user=user,
+            project_id=project_id,
+            form=form,
+            known={str(s.pk) for s in page},
+            last_key=(getattr(page[-1], key_field), str(page[-1].pk)) if next_cursor else None,
+            cursor_key=decode_sort_cursor(cursor, sort) if cursor else None,
+        )
+
+    @property
+    def sort(self) -> str:
+        return str(self.form.cleaned_data["sort"])
+
+    @property
+    def live_head(self) -> bool:
+        return not self.form.cleaned_data.get("cursor")
+
+    def note(self, kind: str, session_id: str) -> bool:
+        if kind == "session.opened":
+            self.opened.add(session_id)
+        self.changed.add(session_id)
+        return True
+
+    def take(self) -> tuple[set[str], set[str]]:
+        """The sessions noted since the last flush (called on the event loop, not the thread)."""
+        taken = (self.changed, self.opened)
+        self.changed, self.opened = set(), set()
+        return taken
+
+    def _in_window(self, key: tuple[Any, str]) -> bool:
+        descending = SESSION_SORTS[self.sort][1]
+        before = (lambda a, b: a > b) if descending else (lambda a, b: a < b)
+        if self.cursor_key is not None and not before(self.cursor_key, key):
+            return False
+        return self.last_key is None or not before(self.last_key, key)
+
+    def flush(self, ids: set[str], opened: set[str]) -> str:
+        try:
+            membership = require_role(self.user, self.project_id)
+        except DomainError:
+            raise AccessLost from None
+        key_field, descending = SESSION_SORTS[self.sort]
+        matching = {
+            str(s.pk): s
+            for s in session_rows(membership.project, self.form.to_filters())
+            .filter(pk__in=list(ids)).select_related("agent")
+        }
+        delete: list[str] = []
+        replace: list[Any] = []
+        prepend: list[Any] = []
+        notice = False
+        moves_to_top = self.live_head and self.sort == "-updated"
+        for session_id in ids:
+            item = matching.get(session_id)
+            if session_id in self.known:
+                if item is None:
+                    delete.append(session_id)
+                    self.known.discard(session_id)
+                elif moves_to_top:
+                    delete.append(session_id)
+                    prepend.append(item)
+                else:
+                    replace.append(item)
+            elif item is not None:
+                if moves_to_top or (
+                    self.live_head and self.sort == "-created" and session_id in opened
+                ):
+                    prepend.append(item)
+                    self.known.add(session_id)
+                elif self._in_window((getattr(item, key_field), session_id)):
+                    notice = True
+        if not (delete or replace or prepend or notice):
+            return ""
+        prepend.sort(key=lambda s: (getattr(s, key_field), str(s.pk)), reverse=descending)
+        return render_to_string(f"{LIST_PAGE}#live-rows", {
+            "delete": delete, "replace": replace, "prepend": prepend, "notice": notice,
+            **role_context(membership),
+        })
+
+
+class ProjectConsumer(LiveListConsumer):
+    """ws/projects/<id>/?view=overview, or ?view=sessions&<the list's filters>"""
+
+    listing = "sessions"
+    id_field = "session_id"
+    flush_seconds = PROJECT_FLUSH_SECONDS
+
+    def open_stream(self, user: Any, project_id: int, query: str) -> Any:
+        view = (parse_qs(query).get("view") or ["overview"])[0]
+        if view == "sessions":
+            return SessionListStream.open(user, project_id, query)
+        require_role(user, project_id)
+        return OverviewStream(user=user, project_id=project_id)
+
+    session_events = LiveListConsumer.changed
+    session_lifecycle = LiveListConsumer.changed
+    session_opened = LiveListConsumer.changed

@@ -1,0 +1,438 @@
+"""Shared plumbing of the dashboard: the project in the URL, the member's role, and the data
+each page and partial renders.
+
+Views and consumers build their template context here, so the first render, the htmx swap and
+the websocket push of a partial get the same data. Nothing here builds HTML: these functions
+return plain values and the templates (autoescaped) turn them into markup.
+"""
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+from urllib.parse import urlencode
+
+from django.core.cache import cache
+from django.db import connection
+from django.utils import timezone
+
+from core.models import Membership, Project
+from core.pages import role_context
+from sessions_app.models import Session, SessionStatus, Tier
+from sessions_app.queries import (
+    events_per_minute,
+    lifecycle_changes,
+    recent_session_changes,
+    slice_events,
+    status_counts,
+    waiting_sessions,
+)
+from sessions_app.services.state import FoldedState, state_at
+from tasks_app.queries import tasks_for_session
+
+EVENTS_PER_PAGE = 50
+
+
+# --- Overview -------------------------------------------------------------------------------
+
+
+def overview_live_context(project: Project) -> dict[str, Any]:
+    """What the overview's live partials show: counts, the waiting queue, recent changes."""
+    counts = status_counts(project)
+    waiting = waiting_sessions(project)
+    return {
+        "status_counts": [(status, label, counts[status]) for status, label in
+                          SessionStatus.choices],
+        "total_sessions": sum(counts.values()),
+        "paused_count": counts[SessionStatus.PAUSED],
+        "waiting": waiting,
+        "oldest_wait": waiting[0].paused_since if waiting else None,
+        "recent_changes": recent_session_changes(project),
+    }
+
+
+@dataclass
+class ChartBar:
+    x: float
+    y: float
+    height: float
+    count: int
+    minute: datetime
+
+
+@dataclass
+class EventsChart:
+    bars: list[ChartBar]
+    total: int
+    peak: int
+    start: datetime
+    width: int = 600
+    height: int = 80
+    bar_width: float = 9.0
+
+
+CHART_CACHE_SECONDS = 30
+
+
+def events_chart(project: Project, *, now: datetime | None = None) -> EventsChart:
+    """Events per minute over the last hour, as bar geometry for an inline SVG.
+
+    Cached for half a minute per project: however many people watch the overview, the count
+    runs at most twice a minute (see queries.events_per_minute for why one run is cheap).
+    """
+    now = now or timezone.now()
+    # The database name keeps two databases that share one cache (test suites) apart.
+    key = f"dashboard:epm:{connection.settings_dict['NAME']}:{project.pk}"
+    counts = cache.get(key)
+    if counts is None:
+        counts = events_per_minute(project, now=now)
+        cache.set(key, counts, CHART_CACHE_SECONDS)
+    start = now.replace(second=0, microsecond=0) - timedelta(minutes=len(counts) - 1)
+    chart = EventsChart(bars=[], total=sum(counts), peak=max(counts, default=0), start=start)
+    step = chart.width / max(len(counts), 1)
+    chart.bar_width = max(step - 1, 1)
+    usable = chart.height - 4
+    for index, count in enumerate(counts):
+        height = 0.0 if not chart.peak else max(round(usable * count / chart.peak, 1), 1.0)
+        if not count:
+            height = 0.0
+        chart.bars.append(
+            ChartBar(
+                x=round(index * step, 1),
+                y=round(chart.height - height, 1),
+                height=height,
+                count=count,
+                minute=start + timedelta(minutes=index),
+            )
+        )
+    return chart
+
+
+# --- Session page ---------------------------------------------------------------------------
+
+
+@dataclass
+class BudgetBar:
+    label: str
+    used: Any
+    limit: Any
+    percent: int
+    level: str  # "" | "near" | "over"
+
+
+def budget_bars(session: Session) -> list[BudgetBar]:
+    bars = []
+    for label, used, limit in (
+        ("Tokens", session.tokens_used, session.budget_max_tokens),
+        ("Cost", session.cost_used, session.budget_max_cost),
+    ):
+        if limit is None:
+            continue
+        ratio = Decimal(used) / Decimal(limit) if limit else Decimal(1 if used else 0)
+        level = "over" if used > limit else "near" if ratio >= Decimal("0.8") else ""
+        bars.append(BudgetBar(label, used, limit, min(int(ratio * 100), 100), level))
+    return bars
+
+
+MAX_FORKS_SHOWN = 20
+
+
+def session_header_context(session: Session, membership: Membership) -> dict[str, Any]:
+    """The header partial: status, agent, budget, lineage and the actions of this role."""
+    forks = list(
+        session.forks.order_by("created_at", "id").only(
+            "id", "title", "status", "fork_seq", "created_at", "parent_id"
+        )[: MAX_FORKS_SHOWN + 1]
+    )
+    return {
+        "session": session,
+        "budget": budget_bars(session),
+        "forks": forks[:MAX_FORKS_SHOWN],
+        "more_forks": len(forks) > MAX_FORKS_SHOWN,
+        "can_pause": session.can_transition(SessionStatus.PAUSED),
+        "can_resume": session.can_transition(SessionStatus.RESUMED),
+        "can_close": session.can_transition(SessionStatus.CLOSED),
+        **role_context(membership),
+    }
+
+
+@dataclass
+class TimelineItem:
+    seq: int
+    from_status: str
+    to_status: str
+    reason: str
+    actor: str
+    created_at: datetime
+
+
+def timeline(session: Session) -> list[TimelineItem]:
+    """The session's own lifecycle changes, oldest first (the last 50)."""
+    items = [
+        TimelineItem(
+            seq=event.seq,
+            from_status=str(event.content.get("from", "")),
+            to_status=str(event.content.get("to", "")),
+            reason=str(event.content.get("reason", "")),
+            actor=str(event.content.get("actor", "") or event.actor),
+            created_at=event.created_at,
+        )
+        for event in lifecycle_changes(session)
+    ]
+    items.reverse()
+    return items
+
+
+TEXT_PREVIEW_CHARS = 400
+TEXT_PREVIEW_LINES = 8
+JSON_OPEN_LINES = 12
+
+
+@dataclass
+class EventView:
+    """One log row as the template shows it. `pretty` is indented JSON text (autoescaped)."""
+
+    seq: int
+    kind: str
+    tier: str
+    role: str
+    actor: str
+    tokens: int
+    cost: Decimal
+    created_at: datetime
+    summary: str
+    text: str
+    text_preview: str
+    text_truncated: bool
+    pretty: str
+    pretty_lines: int
+    json_open: bool
+    is_durable: bool
+
+
+def _compact(value: Any, limit: int = 120) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _event_summary(kind: str, content: Any) -> tuple[str, str]:
+    """(one-line summary, long text or "") for a row, from its decoded content."""
+    if not isinstance(content, dict):
+        return _compact(content), ""
+    text = content.get("text") if isinstance(content.get("text"), str) else ""
+    if not text and isinstance(content.get("message"), str):
+        text = content["message"]
+    if kind == "tool_call":
+        name = _compact(content.get("name", "?"), 60)
+        return f"{name}({_compact(content.get('arguments', {}))})", ""
+    if kind == "tool_result":
+        summary = _compact(content.get("name", "?"), 60)
+        if content.get("error"):
+            return f"{summary} failed: {_compact(content['error'])}", ""
+        return f"{summary} → {_compact(content.get('result'))}", ""
+    if kind == "fact":
+        return f"{_compact(content.get('key', '?'), 60)} = {_compact(content.get('value'))}", ""
+    if kind == "decision":
+        decision = _compact(content.get("decision", ""), 80)
+        rationale = content.get("rationale")
+        return (f"{decision} — {_compact(rationale)}" if rationale else decision), ""
+    if kind == "lifecycle":
+        reason = content.get("reason")
+        move = f"{content.get('from', '?')} → {content.get('to', '?')}"
+        return (f"{move}: {_compact(reason)}" if reason else move), ""
+    if kind == "state":
+        keys = ", ".join(str(k) for k in list(content)[:6])
+        return f"state patch: {keys}" if keys else "state patch (empty)", ""
+    if kind == "handoff":
+        return _compact(content.get("type") or content.get("kind") or "handoff record"), text
+    return "", text
+
+
+def event_view(row: dict[str, Any]) -> EventView:
+    content = json.loads(row["content_json"]) if row.get("content_json") else {}
+    summary, text = _event_summary(row["kind"], content)
+    lines = text.splitlines()
+    truncated = len(text) > TEXT_PREVIEW_CHARS or len(lines) > TEXT_PREVIEW_LINES
+    preview = text
+    if truncated:
+        preview = "\n".join(lines[:TEXT_PREVIEW_LINES])[:TEXT_PREVIEW_CHARS].rstrip() + "…"
+    # Pretty-printed here, escaped by the template: never marked safe.
+    pretty = json.dumps(content, indent=2, ensure_ascii=False, sort_keys=False)
+    pretty_lines = pretty.count("\n") + 1
+    return EventView(
+        seq=row["seq"],
+        kind=row["kind"],
+        tier=row["tier"],
+        role=row["role"],
+        actor=row["actor"],
+        tokens=row["tokens"],
+        cost=row["cost"],
+        created_at=row["created_at"],
+        summary=summary,
+        text=text,
+        text_preview=preview,
+        text_truncated=truncated,
+        pretty=pretty,
+        pretty_lines=pretty_lines,
+        # A row with a text or a summary line already says what it holds: its JSON starts
+        # folded. Anything else shows short JSON open.
+        json_open=not text and not summary and pretty_lines <= JSON_OPEN_LINES,
+        is_durable=row["tier"] == Tier.DURABLE,
+    )
+
+
+@dataclass
+class LogOptions:
+    """How the event log is sliced: order, filters and where it starts (from the GET form)."""
+
+    order: str = "desc"
+    kinds: list[str] = field(default_factory=list)
+    tier: str = ""
+    seq: int | None = None  # jump target
+    after_seq: int | None = None  # cursor (oldest first)
+    before_seq: int | None = None  # cursor (newest first)
+    until: int | None = None  # oldest first: the head when the page was rendered
+
+    @classmethod
+    def from_cleaned(cls, data: dict[str, Any]) -> "LogOptions":
+        return cls(
+            order=data.get("order") or "desc",
+            kinds=list(data.get("kind") or []),
+            tier=data.get("tier") or "",
+            seq=data.get("seq"),
+            after_seq=data.get("after_seq"),
+            before_seq=data.get("before_seq"),
+            until=data.get("until"),
+        )
+
+    def filter_params(self) -> dict[str, Any]:
+        params: dict[str, Any] = {"order": self.order}
+        if self.kinds:
+            params["kind"] = self.kinds
+        if self.tier:
+            params["tier"] = self.tier
+        return params
+
+
+@dataclass
+class EventLog:
+    events: list[EventView]
+    options: LogOptions
+    head: int
+    has_more: bool
+    more_query: str  # the query string of the next slice ("load more")
+    live: bool  # new events are inserted as they arrive (websocket)
+    ws_query: str
+    newer_query: str  # newest first after a jump: the slice above this one
+    filter_query: str
+
+
+def event_log(session: Session, options: LogOptions) -> EventLog:
+    """One positional slice of the log, in the requested order, plus the links around it.
+
+    Bounded at the head read with the session, so a row appended meanwhile arrives once, by
+    the websocket (which resumes after `head`), never twice.
+    """
+    head = session.head_seq
+    kinds = options.kinds or None
+    tier = options.tier or None
+    newer_query = ""
+    if options.order == "asc":
+        until = min(options.until if options.until is not None else head, head)
+        after = options.after_seq
+        if after is None:
+            after = options.seq - 1 if options.seq else 0
+        page = slice_events(
+            session, after_seq=after, before_seq=until + 1, limit=EVENTS_PER_PAGE,
+            kinds=kinds, tier=tier,
+        )
+        last = page.rows[-1]["seq"] if page.rows else after
+        more = {**options.filter_params(), "after_seq": last, "until": until}
+        # Oldest first, the live edge is the end: new rows go after the frozen `until`.
+        live = True
+    else:
+        before = options.before_seq
+        if before is None:
+            before = options.seq + 1 if options.seq else head + 1
+        before = min(before, head + 1)
+        page = slice_events(
+            session, before_seq=before, limit=EVENTS_PER_PAGE, kinds=kinds, tier=tier,
+            newest_first=True,
+        )
+        last = page.rows[-1]["seq"] if page.rows else before
+        more = {**options.filter_params(), "before_seq": last}
+        # Newest first, rows arrive on top only when the top is the head.
+        live = options.seq is None and options.before_seq is None
+        if options.seq is not None and options.seq < head:
+            newer_query = urlencode(
+                {**options.filter_params(), "seq": min(head, options.seq + EVENTS_PER_PAGE)},
+                doseq=True,
+            )
+    ws_params = {**options.filter_params(), "after_seq": head, "rows": int(live)}
+    return EventLog(
+        events=[event_view(row) for row in page.rows],
+        options=options,
+        head=head,
+        has_more=page.has_more,
+        more_query=urlencode(more, doseq=True),
+        live=live,
+        ws_query=urlencode(ws_params, doseq=True),
+        newer_query=newer_query,
+        filter_query=urlencode(options.filter_params(), doseq=True),
+    )
+
+
+@dataclass
+class FactView:
+    key: str
+    value: str  # JSON text for anything but a string
+    multiline: bool
+    seq: int | None
+
+
+def fact_views(folded: FoldedState) -> list[FactView]:
+    views = []
+    for key in sorted(folded.facts):
+        entry = folded.facts[key]
+        value = entry.get("value") if isinstance(entry, dict) else entry
+        text = value if isinstance(value, str) else json.dumps(value, indent=2,
+                                                                ensure_ascii=False)
+        views.append(FactView(key=key, value=text, multiline="\n" in text,
+                              seq=entry.get("seq") if isinstance(entry, dict) else None))
+    return views
+
+
+def facts_context(session: Session, folded: FoldedState | None = None) -> dict[str, Any]:
+    """The facts panel: the latest value per key at the head."""
+    folded = folded or state_at(session)
+    return {"session": session, "facts": fact_views(folded), "facts_seq": folded.seq}
+
+
+def inspector_context(
+    session: Session, at_seq: int | None, folded: FoldedState | None = None
+) -> dict[str, Any]:
+    """The working-state inspector at `at_seq` (default: head): state, facts, summary."""
+    folded = folded or state_at(session, at_seq)
+    return {
+        "session": session,
+        "inspector": {
+            "seq": folded.seq,
+            "at_head": folded.seq == session.head_seq,
+            "state": json.dumps(folded.state, indent=2, ensure_ascii=False),
+            "state_empty": not folded.state,
+            "facts": fact_views(folded),
+            "summary": folded.summary,
+            "content_hash": folded.content_hash,
+        },
+    }
+
+
+def linked_tasks(session: Session) -> list[Any]:
+    """The tasks linked to the session, with their steps, for the session page's task pane."""
+    return list(tasks_for_session(session))
+
+
+# --- Sessions list --------------------------------------------------------------------------
+
+

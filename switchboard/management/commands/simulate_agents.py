@@ -1,0 +1,164 @@
+"""Live agents for the demo: they talk to the public HTTP API (never the ORM), so a newcomer
+watching the dashboard sees events stream in, tasks advance and sessions pause for a human."""
+
+import json
+import random
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from core.actors import Actor
+from core.models import ApiKey, Project
+from core.services.projects import create_api_key, revoke_api_key
+
+KEY_NAME = "simulate_agents"
+
+
+class AgentApi:
+    def __init__(self, base_url: str, key: str) -> None:
+        self.base_url = base_url.rstrip("/") + "/api/v1"
+        self.key = key
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            self.base_url + path, data=data, method=method,
+            headers={"Authorization": f"Bearer {self.key}", "Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as error:
+            return json.loads(error.read() or b"null")
+
+
+class Command(BaseCommand):
+    help = "Act as live agents against the HTTP API of a running server."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--base-url", default="http://127.0.0.1:8000")
+        parser.add_argument("--project", default="demo")
+        parser.add_argument("--interval", type=float, default=1.0, help="Seconds between steps.")
+        parser.add_argument("--steps", type=int, default=0, help="Stop after N steps (0: never).")
+        parser.add_argument("--wait-for-server", action="store_true")
+        parser.add_argument("--seed", type=int, default=None)
+
+    def handle(self, *args: object, **options: Any) -> None:
+        project = Project.objects.filter(name=options["project"]).first()
+        if project is None:
+            raise CommandError(f"No project {options['project']!r}; run seed_demo first.")
+        actor = Actor.system("simulate_agents")
+        for old in ApiKey.objects.filter(project=project, name=KEY_NAME, revoked_at__isnull=True):
+            revoke_api_key(old, actor=actor)
+        _, raw_key = create_api_key(project, name=KEY_NAME, actor=actor)
+        api = AgentApi(options["base_url"], raw_key)
+        if options["wait_for_server"]:
+            self._wait(options["base_url"])
+        rng = random.Random(options["seed"])
+        simulator = Simulator(api, rng, self.stdout.write)
+        step = 0
+        try:
+            while options["steps"] == 0 or step < options["steps"]:
+                simulator.step()
+                step += 1
+                time.sleep(options["interval"])
+        except KeyboardInterrupt:
+            pass
+
+    def _wait(self, base_url: str) -> None:
+        for _ in range(120):
+            try:
+                urllib.request.urlopen(base_url.rstrip("/") + "/api/v1/openapi.json", timeout=2)
+                return
+            except (urllib.error.URLError, OSError):
+                time.sleep(0.5)
+        raise CommandError(f"No server answered at {base_url}.")
+
+
+class Simulator:
+    """A few agents, each working one session at a time."""
+
+    AGENTS = ["support-triage", "research-writer", "code-reviewer"]
+
+    def __init__(self, api: AgentApi, rng: random.Random, log) -> None:  # type: ignore[no-untyped-def]
+        self.api = api
+        self.rng = rng
+        self.log = log
+        self.sessions: dict[str, dict[str, Any]] = {}
+
+    def step(self) -> None:
+        agent = self.rng.choice(self.AGENTS)
+        current = self.sessions.get(agent)
+        if current is None or current.get("status") in {"closed", "archived"}:
+            opened = self.api.call("POST", "/sessions", {
+                "agent": agent, "title": f"Live run {time.strftime('%H:%M:%S')}",
+                "metadata": {"simulated": True},
+            })
+            if "id" not in opened:
+                self.log(f"open failed: {opened}")
+                return
+            self.sessions[agent] = current = {"id": opened["id"], "turn": 0, "status": "open"}
+            self.log(f"{agent}: opened {opened['id']}")
+            if agent == "research-writer":
+                task = self.api.call("POST", "/tasks", {
+                    "workflow": "research_report", "session_ids": [opened["id"]],
+                    "params": {"question": "How do agent frameworks store sessions?"},
+                })
+                current["task_id"] = task.get("id")
+        sid = current["id"]
+        current["turn"] += 1
+        turn = current["turn"]
+        if current["status"] == "paused":
+            if self.rng.random() < 0.3:
+                resumed = self.api.call("POST", f"/sessions/{sid}/resume", {"reason": "agent retries"})
+                current["status"] = resumed.get("status", current["status"])
+            return
+        events = [
+            {"kind": "message", "role": "user", "content": {"text": f"Turn {turn}: what next?"}},
+            {"kind": "tool_call", "content": {"name": "lookup", "arguments": {"turn": turn}}},
+            {"kind": "message", "role": "assistant", "tokens": self.rng.randint(50, 400),
+             "content": {"text": f"Working on it (turn {turn})."}},
+            {"kind": "state", "content": {"turn": turn, "confidence": round(self.rng.random(), 2)}},
+        ]
+        if turn % 4 == 0:
+            events.append({"kind": "fact", "content": {"key": "last_checkpoint", "value": turn}})
+        self.api.call("POST", f"/sessions/{sid}/events", {"events": events})
+        if current.get("task_id"):
+            self.advance_task(current["task_id"], turn)
+        roll = self.rng.random()
+        if turn > 6 and roll < 0.15:
+            result = self.api.call("POST", f"/sessions/{sid}/pause",
+                                   {"reason": "Needs a human: unclear refund policy"})
+            current["status"] = result.get("status", current["status"])
+        elif turn > 12 and roll > 0.9:
+            result = self.api.call("POST", f"/sessions/{sid}/close", {"reason": "done"})
+            current["status"] = result.get("status", "closed")
+
+    # The research pipeline, one step of progress every couple of turns: a step runs, sometimes
+    # fails once and is retried, then succeeds with structured outputs; the task moves on.
+    PIPELINE = [("research", "draft"), ("draft", "submit"), ("review", "approve"),
+                ("publish", "publish")]
+
+    def advance_task(self, task_id: str, turn: int) -> None:
+        if turn % 2:
+            return
+        stage = (turn // 2 - 1) // 2
+        if stage >= len(self.PIPELINE):
+            return
+        step, transition = self.PIPELINE[stage]
+        path = f"/tasks/{task_id}/steps/{step}"
+        if (turn // 2) % 2 == 1:
+            self.api.call("PUT", path, {"status": "running", "agent": "research-writer"})
+            if self.rng.random() < 0.3:
+                self.api.call("PUT", path, {"status": "failed", "error": {
+                    "type": "rate_limited", "message": "search API answered 429",
+                    "detail": {"retry_after": 2}}})
+            return
+        self.api.call("PUT", path, {"status": "running", "agent": "research-writer"})
+        outputs = {"turn": turn, "summary": f"{step} done", "items": self.rng.randint(1, 9)}
+        self.api.call("PUT", path, {"status": "succeeded", "outputs": outputs,
+                                    "branch": transition if step == "review" else None})
+        self.api.call("POST", f"/tasks/{task_id}/transitions", {"transition": transition})

@@ -1,0 +1,281 @@
+"""Dashboard views for sessions: parse, authorise (sessions_app.dashboard / access), render.
+
+One template per page; htmx requests get a named partial of that same template
+("…/session_detail.html#event-rows"), chosen by the element the request targets.
+Domain errors (404 outside the project, 403 below the role, 409 on a refused transition)
+are rendered by config.middleware.DashboardDomainErrorMiddleware, as a page or a fragment.
+"""
+
+from collections.abc import Callable
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.vary import vary_on_headers
+from django_htmx.http import HttpResponseClientRedirect
+
+from core.actors import Actor
+from core.models import Role
+from core.pages import (
+    base_context,
+    cursor_links,
+    form_errors,
+    htmx_partial_for,
+    project_for,
+    role_context,
+    user_projects,
+)
+from sessions_app.access import get_session_for_user
+from sessions_app.http import jsonl_export_response
+from sessions_app.models import Session
+from sessions_app.queries import page_sessions
+from sessions_app.services.lifecycle import close_session, pause_session, resume_session
+from sessions_app.services.sessions import fork_session
+from sessions_app.services.state import state_at
+from switchboard.context import (
+    LogOptions,
+    event_log,
+    events_chart,
+    facts_context,
+    inspector_context,
+    linked_tasks,
+    overview_live_context,
+    session_header_context,
+    timeline,
+)
+from switchboard.forms import EventLogForm, ForkForm, InspectorForm, ReasonForm, SessionFilterForm
+from switchboard.queries import session_rows
+
+SESSIONS_PER_PAGE = 50
+
+
+@require_GET
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    projects = user_projects(request.user)  # type: ignore[arg-type]
+    if not projects:
+        return render(request, "switchboard/no_projects.html", {"user_projects": []})
+    remembered = request.session.get("project_id")
+    chosen = next((p for p in projects if p.pk == remembered), projects[0])
+    return redirect("dashboard:overview", chosen.pk)
+
+
+@require_GET
+@login_required
+def switch_project(request: HttpRequest) -> HttpResponse:
+    try:
+        project_id = int(request.GET.get("project", ""))
+    except ValueError:
+        return redirect("dashboard:home")
+    membership = project_for(request, project_id)
+    return redirect("dashboard:overview", membership.project_id)
+
+
+# --- Overview -------------------------------------------------------------------------------
+
+
+@require_GET
+@login_required
+@vary_on_headers("HX-Request")
+def overview(request: HttpRequest, project_id: int) -> HttpResponse:
+    membership = project_for(request, project_id)
+    project = membership.project
+    if htmx_partial_for(request, "events-chart"):
+        # The chart polls itself every half minute.
+        return render(request, "switchboard/overview.html#events-chart",
+                      {"project": project, "chart": events_chart(project)})
+    context = base_context(request, membership, "overview")
+    context.update(overview_live_context(project))
+    context["chart"] = events_chart(project)
+    context["ws_url"] = f"/ws/projects/{project.pk}/?view=overview"
+    return render(request, "switchboard/overview.html", context)
+
+
+# --- Sessions list --------------------------------------------------------------------------
+
+
+@require_GET
+@login_required
+@vary_on_headers("HX-Request")
+def session_list(request: HttpRequest, project_id: int) -> HttpResponse:
+    membership = project_for(request, project_id)
+    project = membership.project
+    form = SessionFilterForm(project, request.GET)
+    partial = htmx_partial_for(request, "session-results")
+    template = "switchboard/session_list.html" + (f"#{partial}" if partial else "")
+    context = base_context(request, membership, "sessions")
+    context["form"] = form
+    if not form.is_valid():
+        context["errors"] = form_errors(form)
+        return render(request, template, context, status=400)
+    sort = form.cleaned_data["sort"]
+    cursor = form.cleaned_data.get("cursor") or None
+    sessions, next_cursor = page_sessions(
+        session_rows(project, form.to_filters()), cursor=cursor, limit=SESSIONS_PER_PAGE,
+        sort=sort,
+    )
+    live_params = request.GET.copy()
+    live_params["view"] = "sessions"
+    context.update({
+        "sessions": sessions,
+        **cursor_links(request, next_cursor),
+        "is_first_page": cursor is None,
+        "is_filtered": form.is_filtered,
+        "ws_url": f"/ws/projects/{project.pk}/?{live_params.urlencode()}",
+    })
+    return render(request, template, context)
+
+
+# --- Session page ---------------------------------------------------------------------------
+
+
+@require_GET
+@login_required
+@vary_on_headers("HX-Request")
+def session_detail(request: HttpRequest, session_id: str) -> HttpResponse:
+    session, membership = get_session_for_user(request.user, session_id)
+    form = EventLogForm(session, request.GET)
+    partial = htmx_partial_for(request, "event-log")
+    valid = form.is_valid()
+    options = LogOptions.from_cleaned(form.cleaned_data if valid else {})
+    context = {
+        "session": session,
+        "log_form": form,
+        "log": event_log(session, options) if valid else None,
+        "log_errors": [] if valid else form_errors(form),
+    }
+    status = 200 if valid else 400
+    if partial:
+        return render(request, "switchboard/session_detail.html#event-log", context,
+                      status=status)
+    at_seq = form.cleaned_data.get("at_seq") if valid else None
+    head_state = state_at(session)
+    context.update(base_context(request, membership, "sessions"))
+    context.update(session_header_context(session, membership))
+    context.update(facts_context(session, head_state))
+    context.update(
+        inspector_context(session, at_seq, head_state if at_seq in (None, session.head_seq)
+                          else None)
+    )
+    context.update({"timeline": timeline(session), "tasks": linked_tasks(session)})
+    return render(request, "switchboard/session_detail.html", context, status=status)
+
+
+@require_GET
+@login_required
+@vary_on_headers("HX-Request")
+def session_events(request: HttpRequest, session_id: str) -> HttpResponse:
+    """The next slice of the log ("load more"): rows plus the next sentinel."""
+    session, membership = get_session_for_user(request.user, session_id)
+    if not request.htmx:  # type: ignore[attr-defined]
+        # Without JavaScript the page itself takes the same slice parameters.
+        return redirect(f"{reverse('dashboard:session_detail', args=[session.pk])}?"
+                        f"{request.GET.urlencode()}")
+    form = EventLogForm(session, request.GET)
+    if not form.is_valid():
+        return render(request, "errors/_inline_error.html", {
+            "title": "Check your input", "message": " ".join(form_errors(form)),
+            "hint": "Reload the page to start again from the newest events.", "status": 400,
+        }, status=400)
+    log = event_log(session, LogOptions.from_cleaned(form.cleaned_data))
+    return render(request, "switchboard/session_detail.html#event-rows",
+                  {"session": session, "log": log})
+
+
+@require_GET
+@login_required
+@vary_on_headers("HX-Request")
+def session_inspector(request: HttpRequest, session_id: str) -> HttpResponse:
+    """The working-state inspector at ?at_seq= (time travel)."""
+    session, membership = get_session_for_user(request.user, session_id)
+    form = InspectorForm(session, request.GET)
+    if not request.htmx:  # type: ignore[attr-defined]
+        return redirect(f"{reverse('dashboard:session_detail', args=[session.pk])}?"
+                        f"{urlencode({'at_seq': request.GET.get('at_seq', '')})}")
+    if not form.is_valid():
+        return render(request, "errors/_inline_error.html", {
+            "title": "Check your input", "message": " ".join(form_errors(form)),
+            "hint": "Pick a seq between 0 and the head.", "status": 400,
+        }, status=400)
+    context = inspector_context(session, form.cleaned_data.get("at_seq"))
+    context.update(role_context(membership))
+    return render(request, "switchboard/session_detail.html#inspector", context)
+
+
+# --- Actions (operator and up) ------------------------------------------------------------
+
+
+def _lifecycle_action(
+    request: HttpRequest, session_id: str, operation: Callable[..., Session], done: str
+) -> HttpResponse:
+    session, membership = get_session_for_user(request.user, session_id, Role.OPERATOR)
+    form = ReasonForm(request.POST)
+    if not form.is_valid():
+        return _bad_form(request, session, form)
+    actor = Actor.for_user(request.user)  # type: ignore[arg-type]
+    operation(session, actor=actor, reason=form.cleaned_data["reason"])
+    if request.htmx:  # type: ignore[attr-defined]
+        context = session_header_context(session, membership)
+        context.update({"action_message": done, "timeline": timeline(session)})
+        return render(request, "switchboard/session_detail.html#action-result", context)
+    messages.success(request, done)
+    return redirect("dashboard:session_detail", session.pk)
+
+
+def _bad_form(request: HttpRequest, session: Session, form: object) -> HttpResponse:
+    context = {"title": "Check your input", "message": " ".join(form_errors(form)),
+               "hint": "Nothing was changed. Correct it and try again.", "status": 400}
+    if request.htmx:  # type: ignore[attr-defined]
+        return render(request, "errors/_inline_error.html", context, status=400)
+    return render(request, "errors/domain_error.html", context, status=400)
+
+
+@require_POST
+@login_required
+def session_pause(request: HttpRequest, session_id: str) -> HttpResponse:
+    return _lifecycle_action(request, session_id, pause_session, "Session paused.")
+
+
+@require_POST
+@login_required
+def session_resume(request: HttpRequest, session_id: str) -> HttpResponse:
+    return _lifecycle_action(request, session_id, resume_session, "Session resumed.")
+
+
+@require_POST
+@login_required
+def session_close(request: HttpRequest, session_id: str) -> HttpResponse:
+    return _lifecycle_action(request, session_id, close_session, "Session closed.")
+
+
+@require_POST
+@login_required
+def session_fork(request: HttpRequest, session_id: str) -> HttpResponse:
+    """Fork at a seq and open the fork."""
+    session, _ = get_session_for_user(request.user, session_id, Role.OPERATOR)
+    form = ForkForm(session, request.POST)
+    if not form.is_valid():
+        return _bad_form(request, session, form)
+    actor = Actor.for_user(request.user)  # type: ignore[arg-type]
+    fork = fork_session(
+        session, at_seq=form.cleaned_data["at_seq"], actor=actor, title=form.cleaned_data["title"]
+    )
+    messages.success(request, f"Forked at seq {fork.fork_seq}. This is the fork.")
+    url = reverse("dashboard:session_detail", args=[fork.pk])
+    if request.htmx:  # type: ignore[attr-defined]
+        return HttpResponseClientRedirect(url)
+    return redirect(url)
+
+
+# --- Export (viewer and up) ---------------------------------------------------------------
+
+
+@require_GET
+@login_required
+def session_export(request: HttpRequest, session_id: str) -> StreamingHttpResponse:
+    session, _ = get_session_for_user(request.user, session_id)
+    return jsonl_export_response(session, actor=Actor.for_user(request.user))  # type: ignore[arg-type]
