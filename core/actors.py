@@ -1,3 +1,5 @@
+"""Who performs a domain operation; every service takes one and records its label."""
+
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 

@@ -243,7 +243,7 @@ def filter_sessions(project: Project, filters: SessionFilters) -> QuerySet[Sessi
             qs = qs.filter(metadata__has_key=filters.metadata_key)
         else:
             # A transform, not a `metadata__<key>` lookup path: a key holding "__" stays a key.
-            # Cast: compared as plain text on every backend (SQLite would parse it as JSON).
+            # Cast: compared as plain text, not as JSON.
             value = Cast(KeyTextTransform(filters.metadata_key, "metadata"), TextField())
             qs = qs.alias(_meta_value=value).filter(_meta_value=filters.metadata_value)
     return qs

@@ -1,7 +1,7 @@
 """Websocket consumers of the dashboard: thin and read-only.
 
 Each authenticates from scope["user"] (the session cookie, via AuthMiddlewareStack), checks
-access with the same helpers as the views, joins the groups of sessions_app.realtime, and turns
+access with the same helpers as the views, joins the groups of core.realtime, and turns
 the high-level group events the services publish after commit into rendered partials of the
 page's own template, sent as htmx out-of-band swaps (hx-swap-oob). Nothing here writes domain
 state; clients only listen (anything they send is ignored).

@@ -1,5 +1,4 @@
-"""Shared plumbing of the dashboard: the project in the URL, the member's role, and the data
-each page and partial renders.
+"""The data each dashboard page and partial renders (the shell itself is core.pages).
 
 Views and consumers build their template context here, so the first render, the htmx swap and
 the websocket push of a partial get the same data. Nothing here builds HTML: these functions

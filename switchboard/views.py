@@ -1,4 +1,5 @@
-"""Dashboard views for sessions: parse, authorise (sessions_app.dashboard / access), render.
+"""Dashboard views: the shell, the overview, the sessions list and the session page (with its
+tasks pane). Parse, authorise (core.pages / sessions_app.access), render.
 
 One template per page; htmx requests get a named partial of that same template
 ("…/session_detail.html#event-rows"), chosen by the element the request targets.

@@ -1,8 +1,8 @@
-"""Websocket consumers of the task pages: thin and read-only (see sessions_app/consumers.py for
-the shared base and the frame format).
+"""Websocket consumers of the task pages: thin and read-only (core.live holds the shared bases;
+switchboard/consumers.py describes the frame format).
 
 Each authenticates from scope["user"], checks access with tasks_app.access / require_role (via
-database_sync_to_async), joins a group of sessions_app.realtime, and turns the high-level
+database_sync_to_async), joins a group of core.realtime, and turns the high-level
 events the task services publish after commit ({"type": "task.<what>", "task_id", "project_id",
 …}) into partials of the page's own template, sent as htmx out-of-band swaps. Nothing here
 writes domain state; anything a client sends is ignored.

@@ -1,4 +1,4 @@
-"""Task domain errors: the session app's DomainError family, plus the task-specific conflicts.
+"""Task domain errors: core's DomainError family, plus the task-specific conflicts.
 
 The API's single DomainError handler renders all of them as {"error": {code, message, detail}}.
 """

@@ -1,3 +1,5 @@
+"""The audit trail: who did what to which object, written in the change's own transaction."""
+
 from typing import Any
 
 from core.actors import Actor

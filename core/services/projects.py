@@ -1,3 +1,5 @@
+"""Projects, members and API keys: creating them, and authenticating a key per request."""
+
 import hashlib
 import hmac
 import secrets

@@ -67,7 +67,7 @@ def deliver_signal(
     in history. With no step waiting, the signal is kept until one waits on it.
 
     A repeated `idempotency_key` returns the original delivery (replayed=True), writing nothing.
-    Locks the task row and moves its version on. Broadcasts after commit.
+    Locks the task row and moves its version on. Publishes SignalReceived.
     """
     if not IDENT_RE.match(name):
         raise InvalidInput("A signal name is an identifier.", detail={"signal": name})

@@ -56,8 +56,8 @@ def update_step(
     written and replayed=True, even if the task moved on since. Locks the task row; moves the
     task's version on; raises NotFound (no such step), InvalidInput, VersionMismatch,
     AttemptConflict (stale, out of order, past max_attempts), StepNotActive and TaskFinished
-    (all 409). A wait on a signal that has already arrived resolves at once. Broadcasts after
-    commit.
+    (all 409). A wait on a signal that has already arrived resolves at once. Publishes
+    StepChanged.
     """
     if status not in UPDATABLE_STATUSES:
         raise InvalidInput(

@@ -56,7 +56,7 @@ def create_task(
 
     The same `external_id` again returns the existing task (created=False, no token). Raises
     UnknownWorkflow (422) and NotFound (a session id outside the project). Writes a `created`
-    history row and an audit entry; broadcasts after commit.
+    history row and an audit entry; publishes TaskCreated.
     """
     definition = resolve_workflow(project, workflow, workflow_version)
     spec = definition.spec

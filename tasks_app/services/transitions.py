@@ -51,7 +51,7 @@ def transition_task(
     nothing written. Raises InvalidInput (422: unknown state), InvalidTransition (409, naming the
     allowed moves) and VersionMismatch. Writes a transition history row and an audit entry;
     reopens the steps the transition names (their next round); on reaching a terminal state,
-    skips the steps still pending or waiting. Broadcasts after commit. Updates `task` in place.
+    skips the steps still pending or waiting. Publishes TaskTransitioned. Updates `task` in place.
     """
     spec = task.spec
     if to is None and transition is None:
