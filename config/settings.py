@@ -158,7 +158,10 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            # channels-redis waits for messages with a 5 s blocking pop; redis-py 8's default
+            # socket timeout is also 5 s, so an idle socket's read would time out (close 1006)
+            # just as Redis answers. A longer read timeout still notices a dead connection.
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}]},
         }
     }
     CACHES = {
