@@ -158,7 +158,9 @@ def insert_events(events: list[Event]) -> None:
         return
     row = "(" + ", ".join(["%s"] * len(fields)) + ")"
     params = [
-        f.get_db_prep_save(getattr(event, f.attname), connection) for event in events for f in fields
+        f.get_db_prep_save(getattr(event, f.attname), connection)
+        for event in events
+        for f in fields
     ]
     with connection.cursor() as cursor:
         cursor.execute(
