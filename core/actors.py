@@ -4,7 +4,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
-    from django.contrib.auth.models import AbstractBaseUser
+    # The project's user model (AUTH_USER_MODEL is Django's default): the type of every
+    # foreign key an actor's user is written to.
+    from django.contrib.auth.models import User
 
     from core.models import ApiKey
 
@@ -14,7 +16,7 @@ class Actor:
     """Who performs a domain operation: an agent (API key), a human (user) or the system."""
 
     label: str
-    user: Optional["AbstractBaseUser"] = None
+    user: Optional["User"] = None
     api_key: Optional["ApiKey"] = None
 
     @classmethod
@@ -22,7 +24,7 @@ class Actor:
         return cls(label=f"key:{api_key.prefix}", api_key=api_key)
 
     @classmethod
-    def for_user(cls, user: "AbstractBaseUser") -> "Actor":
+    def for_user(cls, user: "User") -> "Actor":
         return cls(label=f"user:{user.get_username()}", user=user)
 
     @classmethod

@@ -18,7 +18,7 @@ Nothing is announced for a write that rolled back: every send waits for `on_comm
 import json
 import logging
 from dataclasses import asdict, dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
 from django.db import connection, transaction
@@ -91,7 +91,7 @@ RELAY_BATCH = 500
 OUTBOX_KEEP = timedelta(days=7)
 
 
-def relay_pending(*, now: Any = None, batch: int = RELAY_BATCH) -> int:
+def relay_pending(*, now: datetime | None = None, batch: int = RELAY_BATCH) -> int:
     """Send outbox rows that were committed but never sent (a crash between commit and send,
     or the channel layer down); oldest first, in one bounded batch. Several workers may run
     it at once: each takes rows with SKIP LOCKED. Returns how many rows were sent."""
@@ -112,7 +112,7 @@ def relay_pending(*, now: Any = None, batch: int = RELAY_BATCH) -> int:
     return sent
 
 
-def drop_relayed(*, now: Any = None, batch: int = 5000) -> int:
+def drop_relayed(*, now: datetime | None = None, batch: int = 5000) -> int:
     """Delete sent outbox rows older than OUTBOX_KEEP, one bounded batch."""
     now = now or timezone.now()
     old = OutboxMessage.objects.filter(

@@ -41,6 +41,9 @@ class Membership(models.Model):
             models.UniqueConstraint(fields=["project", "user"], name="membership_unique_user"),
         ]
 
+    def __str__(self) -> str:
+        return f"user {self.user_id} in project {self.project_id}: {self.role}"
+
     def has_role(self, minimum: str) -> bool:
         return Role.rank(self.role) >= Role.rank(minimum)
 
@@ -85,6 +88,9 @@ class AuditEntry(models.Model):
             models.Index(fields=["project", "-created_at"], name="audit_project_created"),
             models.Index(fields=["target_type", "target_id"], name="audit_target"),
         ]
+
+    def __str__(self) -> str:
+        return f"{self.actor} {self.action} {self.target_type}:{self.target_id}"
 
 
 class OutboxMessage(models.Model):

@@ -7,6 +7,8 @@ building instances) for a row the database returns in 0.1 ms; the API's per-requ
 instances the ORM would build (bench/ingest.py measures the difference).
 """
 
+from __future__ import annotations
+
 from typing import Any
 
 from django.db import connection
@@ -20,18 +22,36 @@ def table(model: type[Model]) -> str:
     return connection.ops.quote_name(model._meta.db_table)
 
 
+def concrete_field(model: type[Model], field_name: str) -> Field[Any, Any]:
+    """The model's field stored in a column of its table (not a reverse relation, not an m2m)."""
+    field = model._meta.get_field(field_name)
+    if not isinstance(field, Field) or field.column is None:
+        raise ValueError(f"{model.__name__}.{field_name} is not stored in a column")
+    return field
+
+
+def column_name(field: Field[Any, Any]) -> str:
+    """A concrete field's column name, unquoted (Django's `concrete` is `column is not None`)."""
+    if field.column is None:
+        raise ValueError(f"{field} is not stored in a column")
+    return field.column
+
+
 def column(model: type[Model], field_name: str) -> str:
     """A model field's column name, quoted for SQL."""
-    return connection.ops.quote_name(model._meta.get_field(field_name).column)  # type: ignore[union-attr]
+    return connection.ops.quote_name(column_name(concrete_field(model, field_name)))
 
 
-def select_list(model: type[Model], alias: str) -> tuple[str, list[Field]]:
+def select_list(model: type[Model], alias: str) -> tuple[str, list[Field[Any, Any]]]:
     """`alias.col, …` for every concrete field of `model`, and those fields in that order."""
     fields = list(model._meta.concrete_fields)
-    return ", ".join(f"{alias}.{connection.ops.quote_name(f.column)}" for f in fields), fields
+    columns = ", ".join(f"{alias}.{connection.ops.quote_name(column_name(f))}" for f in fields)
+    return columns, fields
 
 
-def instance_from_row[M: Model](model: type[M], fields: list[Field], row: tuple[Any, ...]) -> M:
+def instance_from_row[M: Model](
+    model: type[M], fields: list[Field[Any, Any]], row: tuple[Any, ...]
+) -> M:
     """What the ORM would build from `row` (JSON columns arrive as text and are decoded)."""
     values = []
     for f, value in zip(fields, row, strict=True):

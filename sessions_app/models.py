@@ -234,3 +234,6 @@ class Snapshot(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["session", "seq"], name="snapshot_unique_seq"),
         ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}@{self.seq} {self.reason}"

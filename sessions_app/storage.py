@@ -6,16 +6,21 @@ through the ORM they cost more client CPU than the database spends answering the
 bound parameters. Services call these functions; nothing above this module writes SQL.
 """
 
+from __future__ import annotations
+
 import json
 from collections.abc import Sequence
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
 from django.db import connection
-from django.db.models import BooleanField, F, Func
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import BooleanField, F, Field, Func
+from django.db.models.sql.compiler import SQLCompiler
 
-from core.storage import column, instance_from_row, select_list, table
+from core.storage import column, column_name, concrete_field, instance_from_row, select_list, table
 from sessions_app.models import Event, Session, Snapshot
 
 EVENT_FIELDS = (
@@ -26,7 +31,7 @@ SLICE_KEYS = (*EVENT_FIELDS, "content_json")
 
 
 def _session_db(field_name: str, value: Any) -> Any:
-    return Session._meta.get_field(field_name).get_db_prep_value(value, connection)  # type: ignore[union-attr]
+    return concrete_field(Session, field_name).get_db_prep_value(value, connection)
 
 
 # --- Look-ups -------------------------------------------------------------------------------
@@ -73,7 +78,7 @@ def _allocation_params(
     count: int,
     tokens: int,
     cost: Decimal,
-    now: Any,
+    now: datetime,
     writable_statuses: Sequence[str] | None,
     expected_head_seq: int | None,
 ) -> list[Any]:
@@ -95,7 +100,7 @@ def allocate_seqs(
     count: int,
     tokens: int,
     cost: Decimal,
-    now: Any,
+    now: datetime,
     writable_statuses: Sequence[str] | None,
     expected_head_seq: int | None,
 ) -> tuple[int, str, int, Decimal, int | None, Decimal | None] | None:
@@ -139,7 +144,7 @@ def insert_events(events: list[Event]) -> None:
     IntegrityError and nothing is written.
     """
     fields = Event._meta.concrete_fields
-    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    columns = ", ".join(connection.ops.quote_name(column_name(f)) for f in fields)
     if len(events) >= COPY_FROM_ROWS:
         with (
             connection.cursor() as cursor,
@@ -153,7 +158,9 @@ def insert_events(events: list[Event]) -> None:
         return
     row = "(" + ", ".join(["%s"] * len(fields)) + ")"
     params = [
-        f.get_db_prep_save(getattr(event, f.attname), connection) for event in events for f in fields
+        f.get_db_prep_save(getattr(event, f.attname), connection)
+        for event in events
+        for f in fields
     ]
     with connection.cursor() as cursor:
         cursor.execute(
@@ -162,12 +169,14 @@ def insert_events(events: list[Event]) -> None:
         )
 
 
-def _cast(field: Any) -> str:
+def _cast(field: Field[Any, Any]) -> str:
     """The cast a VALUES placeholder needs so INSERT … SELECT sees the column's type.
 
     Text columns get none: the INSERT's assignment then checks varchar lengths as usual.
     """
     db_type = field.db_type(connection)
+    if db_type is None:
+        raise ValueError(f"{field} has no column type")
     if db_type.startswith("varchar") or db_type == "text":
         return ""
     return "::numeric" if db_type.startswith("numeric") else f"::{db_type}"
@@ -180,7 +189,7 @@ def append_in_one_statement(
     *,
     tokens: int,
     cost: Decimal,
-    now: Any,
+    now: datetime,
     writable_statuses: Sequence[str],
     expected_head_seq: int | None,
 ) -> tuple[int, str, int, Decimal] | None:
@@ -205,7 +214,7 @@ def append_in_one_statement(
         params.extend(f.get_db_prep_save(getattr(event, f.attname), connection) for f in fields)
     aliases = ", ".join(f"c{i}" for i in range(len(fields)))
     values = ", ".join(f"v.c{i}" for i in range(len(fields)))
-    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    columns = ", ".join(connection.ops.quote_name(column_name(f)) for f in fields)
     allocate = _allocation_sql(
         writable_only=True, unbudgeted_only=True, check_head=expected_head_seq is not None
     )
@@ -371,7 +380,8 @@ def search_term_statistics(text: str) -> tuple[Any, Any, Any, Any] | None:
             " WHERE c.oid = to_regclass(%s)",
             [text, SEARCH_INDEX],
         )
-        return cursor.fetchone()
+        row: tuple[Any, Any, Any, Any] | None = cursor.fetchone()
+    return row
 
 
 class EventTextMatch(Func):
@@ -391,7 +401,15 @@ class EventTextMatch(Func):
         self.text = text
         self.strategy = strategy
 
-    def as_sql(self, compiler: Any, connection: Any, **extra_context: Any) -> tuple[str, list]:  # type: ignore[override]
+    def as_sql(
+        self,
+        compiler: SQLCompiler,
+        connection: BaseDatabaseWrapper,
+        function: str | None = None,
+        template: str | None = None,
+        arg_joiner: str | None = None,
+        **extra_context: Any,
+    ) -> tuple[str, tuple[str | int, ...]]:
         (id_sql, id_params), (head_sql, head_params) = (
             compiler.compile(expression) for expression in self.get_source_expressions()
         )
@@ -402,7 +420,7 @@ class EventTextMatch(Func):
                 f"{id_sql} = ANY(ARRAY(SELECT DISTINCT sb_m.session_id FROM {events} sb_m"
                 f" WHERE sb_m.text <> '' AND {match.format('sb_m')}))"
             )
-            return sql, [*id_params, self.text]
+            return sql, (*id_params, self.text)
         sql = (
             f"(({head_sql} > {SEARCH_WINDOW} AND EXISTS (SELECT 1 FROM {events} sb_w"
             f" WHERE sb_w.session_id = {id_sql} AND sb_w.seq > {head_sql} - {SEARCH_WINDOW}"
@@ -411,4 +429,4 @@ class EventTextMatch(Func):
             f" WHERE ARRAY[sb_m.session_id] @> ARRAY[{id_sql}]"
             f" AND sb_m.text <> '' AND {match.format('sb_m')}))"
         )
-        return sql, [*head_params, *id_params, *head_params, self.text, *id_params, self.text]
+        return sql, (*head_params, *id_params, *head_params, self.text, *id_params, self.text)

@@ -6,7 +6,7 @@ import secrets
 from datetime import timedelta
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
@@ -23,7 +23,7 @@ def create_project(name: str) -> Project:
     return Project.objects.create(name=name)
 
 
-def add_member(project: Project, user: AbstractBaseUser, role: str = Role.VIEWER) -> Membership:
+def add_member(project: Project, user: User, role: str = Role.VIEWER) -> Membership:
     membership, _ = Membership.objects.update_or_create(
         project=project, user=user, defaults={"role": Role(role)}
     )

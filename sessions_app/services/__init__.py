@@ -1,1 +1,4 @@
-"""Domain operations: the only writers. The API, the dashboard, the jobs and the tests call these."""
+"""Domain operations: the only writers.
+
+The API, the dashboard, the jobs and the tests call these.
+"""

@@ -89,11 +89,12 @@ def validate_draft(draft: EventDraft, *, system: bool) -> None:
 def build_events(
     session: Session, drafts: Sequence[EventDraft], *, actor: Actor, first: int | None
 ) -> list[Event]:
+    """Unsaved events numbered from `first`; with `first` None they have no seq yet (the
+    one-statement append numbers them in SQL, then sets it)."""
     now = timezone.now()
-    return [
+    events = [
         Event(
             session_id=session.pk,
-            seq=None if first is None else first + i,
             kind=d.kind,
             tier=d.tier or DEFAULT_TIER[d.kind],
             role=d.role,
@@ -105,8 +106,12 @@ def build_events(
             idempotency_key=d.idempotency_key,
             created_at=now,
         )
-        for i, d in enumerate(drafts)
+        for d in drafts
     ]
+    if first is not None:
+        for position, event in enumerate(events):
+            event.seq = first + position
+    return events
 
 
 def explain_refusal(

@@ -19,7 +19,7 @@ from sessions_app.models import EventKind, Session, Snapshot
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON Merge Patch: objects merge recursively, null deletes, anything else replaces."""
+    """RFC 7386 JSON Merge Patch: objects merge recursively, null deletes, the rest replaces."""
     if not isinstance(patch, dict):
         return copy.deepcopy(patch)
     result = dict(target) if isinstance(target, dict) else {}

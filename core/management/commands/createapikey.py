@@ -17,5 +17,7 @@ class Command(BaseCommand):
         if project is None:
             raise CommandError(f"No project named {project_name!r}.")
         api_key, raw_key = create_api_key(project, name=name, actor=Actor.system("cli"))
-        self.stdout.write(f"Created key {api_key.prefix} for project {project.name!r}; it is shown only once:")
+        self.stdout.write(
+            f"Created key {api_key.prefix} for project {project.name!r}; it is shown only once:"
+        )
         self.stdout.write(raw_key)

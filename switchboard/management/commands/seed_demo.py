@@ -138,15 +138,20 @@ def write_conversation(session, rng: random.Random, length: int, *, actor: Actor
             draft = EventDraft(kind="state", content={"turn": i, "topic": topic,
                                                       "progress": round(i / max(length, 1), 2)})
         elif step == 4:
-            draft = EventDraft(kind="fact", content={"key": rng.choice(["customer_tier", "locale", "priority"]),
-                                                     "value": rng.choice(["gold", "en-GB", "high", "low"])})
+            draft = EventDraft(kind="fact", content={
+                "key": rng.choice(["customer_tier", "locale", "priority"]),
+                "value": rng.choice(["gold", "en-GB", "high", "low"]),
+            })
         elif step == 5 and i % 3 == 0:
-            draft = EventDraft(kind="decision", content={"decision": "escalate" if i % 2 else "continue",
-                                                         "rationale": "Confidence below threshold" if i % 2 else "Enough context"})
+            draft = EventDraft(kind="decision", content={
+                "decision": "escalate" if i % 2 else "continue",
+                "rationale": "Confidence below threshold" if i % 2 else "Enough context",
+            })
         else:
             draft = EventDraft(kind="message", role="assistant", tokens=tokens_per_message,
                                cost=Decimal("0.0004") * tokens_per_message,
-                               content={"text": f"Here is what I found about the {topic}: step {i} done."})
+                               content={"text": f"Here is what I found about the {topic}:"
+                                                f" step {i} done."})
         batch.append(draft)
         if len(batch) == 200:
             append_events(session, batch, actor=actor)

@@ -113,7 +113,9 @@ class Simulator:
         turn = current["turn"]
         if current["status"] == "paused":
             if self.rng.random() < 0.3:
-                resumed = self.api.call("POST", f"/sessions/{sid}/resume", {"reason": "agent retries"})
+                resumed = self.api.call(
+                    "POST", f"/sessions/{sid}/resume", {"reason": "agent retries"}
+                )
                 current["status"] = resumed.get("status", current["status"])
             return
         events = [
