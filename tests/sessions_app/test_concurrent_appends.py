@@ -16,12 +16,19 @@ from sessions_app.models import Event, Session, Snapshot
 from sessions_app.services.events import EventDraft, append_events
 from sessions_app.services.lifecycle import pause_session, resume_session
 from tests.factories import make_session
-from tests.multiproc import barrier, run_in_processes
+from tests.multiproc import ProcessPool, barrier
 from tests.sessions_app.naive import fold
 
 pytestmark = [pytest.mark.slow]
 
 WRITERS = 4
+
+
+@pytest.fixture(scope="module")
+def pool(django_db_setup):
+    """WRITERS spawned interpreters shared by this module's races (start-up is paid once)."""
+    with ProcessPool(WRITERS, env={"SWITCHBOARD_SNAPSHOT_EVERY": "7"}) as pool:
+        yield pool
 
 
 def _post_events(raw_key: str, session_id: str, body: dict) -> dict:
@@ -119,16 +126,15 @@ def _assert_gap_free(session: Session) -> list[Event]:
 
 
 def test_it_keeps_seqs_gap_free_with_concurrent_writer_processes(
-    transactional_db, project, api_key
+    transactional_db, project, api_key, pool
 ):
     session = make_session(project)
     rng = random.Random(1)
     plans = [[rng.randint(1, 6) for _ in range(25)] for _ in range(WRITERS)]
     raw_key = api_key[1]
-    given = run_in_processes(
+    given = pool.run(
         append_batches,
         [(str(session.pk), raw_key if i % 2 else None, f"w{i}", plans[i]) for i in range(WRITERS)],
-        env={"SWITCHBOARD_SNAPSHOT_EVERY": "7"},
     )
 
     events = _assert_gap_free(session)
@@ -150,13 +156,13 @@ def test_it_keeps_seqs_gap_free_with_concurrent_writer_processes(
 
 
 def test_it_writes_each_idempotency_key_once_under_concurrent_retries(
-    transactional_db, project, api_key
+    transactional_db, project, api_key, pool
 ):
     session = make_session(project)
     keys = [f"k{i:03d}" for i in range(41)]
     # Overlapping windows: most retries mix keys already written with fresh ones.
     batches = [keys[i:i + 3] for i in range(0, 40, 2)]
-    answered = run_in_processes(
+    answered = pool.run(
         send_keyed_batches,
         [(str(session.pk), api_key[1] if i % 2 else None, batches, 2) for i in range(WRITERS)],
     )
@@ -170,11 +176,13 @@ def test_it_writes_each_idempotency_key_once_under_concurrent_retries(
         assert mapping == {k: by_key[k].seq for k in keys}
 
 
-def test_it_lets_exactly_one_process_win_each_expected_head_seq_race(transactional_db, project):
+def test_it_lets_exactly_one_process_win_each_expected_head_seq_race(
+    transactional_db, project, pool
+):
     session = make_session(project)
     append_events(session, [EventDraft(kind="note") for _ in range(3)], actor=Actor.system())
     rounds = 8
-    outcomes = run_in_processes(
+    outcomes = pool.run(
         race_expected_head, [(str(session.pk), 3, rounds) for _ in range(WRITERS)]
     )
 
