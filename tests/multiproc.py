@@ -62,6 +62,7 @@ def _child(index: int, env: dict[str, str], start: Any, inbox: Any, out: Any) ->
     global _barrier
     try:
         os.environ.update(env)
+        os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # children run as production does
         import django
 
         django.setup()
