@@ -1,14 +1,7 @@
-import os
-
 import pytest
+from django.test import Client
 
-# Playwright's sync API runs an event loop in the test thread; ORM calls from tests would then
-# be refused as "async unsafe". Tests only.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
-from django.test import Client  # noqa: E402
-
-from tests.factories import make_api_key, make_project  # noqa: E402
+from tests.factories import make_api_key, make_project
 
 
 class ApiClient:

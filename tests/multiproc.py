@@ -6,10 +6,16 @@
 It returns each child's result, in order; a child's exception fails the call with its traceback.
 (Servers and Celery workers: tests/servers.py.)
 
+`ProcessPool(count)` keeps such children alive for several runs, so a module of races pays the
+interpreter start-up (about two seconds of CPU per child) once: `pool.run(fn, args_per_process)`
+has the same contract as `run_in_processes`, and each run's children close their database
+connections when it ends.
+
 The test database is only visible to other processes once rows are committed: use pytest-django's
 `transactional_db` in tests that call this.
 """
 
+import contextlib
 import importlib
 import multiprocessing
 import os
@@ -51,32 +57,142 @@ def _dotted(fn: Callable[..., Any]) -> str:
     return f"{module}:{name}"
 
 
-def _child(
-    target: str, index: int, args: tuple[Any, ...], env: dict[str, str], start: Any, out: Any
-) -> None:
+def _child(index: int, env: dict[str, str], start: Any, inbox: Any, out: Any) -> None:
+    """A pool child: set Django up once, then run each job it is sent until it gets None."""
     global _barrier
     try:
         os.environ.update(env)
+        os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # children run as production does
         import django
 
         django.setup()
-        module, _, name = target.partition(":")
-        fn = getattr(importlib.import_module(module), name)
         _barrier = start
-        start.wait()
-        result = fn(*args)
-        out.put((index, True, result))
     except BaseException:  # noqa: BLE001 - everything goes back to the parent
-        # Release the others from the barrier now rather than at its timeout.
-        start.abort()
-        out.put((index, False, traceback.format_exc()))
-    finally:
-        try:
-            from django.db import connections
+        start.abort()  # the others would wait for this one at every run
+        out.put((None, index, False, traceback.format_exc()))
+        return
+    from django.db import connections
 
-            connections.close_all()
-        except Exception:  # noqa: BLE001
-            pass
+    while (job := inbox.get()) is not None:
+        run, target, args = job
+        try:
+            module, _, name = target.partition(":")
+            fn = getattr(importlib.import_module(module), name)
+            start.wait()
+            result = fn(*args)
+            out.put((run, index, True, result))
+        except BaseException:  # noqa: BLE001 - everything goes back to the parent
+            # Release the others from the barrier now rather than at its timeout.
+            start.abort()
+            out.put((run, index, False, traceback.format_exc()))
+        finally:
+            with contextlib.suppress(Exception):
+                connections.close_all()
+
+
+class ProcessPool:
+    """`count` spawned children, reused by every `run`; a context manager that stops them."""
+
+    def __init__(
+        self, count: int, *, env: dict[str, str] | None = None, timeout: float = 90
+    ) -> None:
+        self.count = count
+        self.timeout = timeout
+        self._env = {**child_db_env(), **(env or {})}
+        self._ctx = multiprocessing.get_context("spawn")
+        self._processes: list[Any] = []
+        self._runs = 0
+
+    def __enter__(self) -> "ProcessPool":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _start(self) -> None:
+        ctx = self._ctx
+        self._start_barrier = ctx.Barrier(self.count, timeout=self.timeout)
+        self._out = ctx.Queue()
+        self._inboxes = [ctx.Queue() for _ in range(self.count)]
+        self._processes = [
+            ctx.Process(
+                target=_child, args=(i, self._env, self._start_barrier, inbox, self._out),
+                daemon=True,
+            )
+            for i, inbox in enumerate(self._inboxes)
+        ]
+        for process in self._processes:
+            process.start()
+
+    def run(
+        self,
+        fn: Callable[..., Any],
+        args_per_process: Sequence[tuple[Any, ...]],
+        *,
+        timeout: float | None = None,
+    ) -> list[Any]:
+        """Run `fn(*args)` in every child, one entry each; all start together (a barrier).
+
+        `fn` must be importable (module level) and its arguments and result picklable. Django
+        model instances are not passed: pass ids and load them in the child.
+        """
+        if len(args_per_process) != self.count:
+            raise ValueError(f"this pool runs {self.count} processes at once, not "
+                             f"{len(args_per_process)}")
+        target = _dotted(fn)
+        if not self._processes:
+            self._start()
+        elif self._start_barrier.broken:
+            self._start_barrier.reset()  # a child failed the last run; all of them are idle
+        self._runs += 1
+        run = self._runs
+        for inbox, args in zip(self._inboxes, args_per_process, strict=True):
+            inbox.put((run, target, tuple(args)))
+        timeout = self.timeout if timeout is None else timeout
+        results: dict[int, Any] = {}
+        failures: list[str] = []
+        deadline = time.monotonic() + timeout
+        ok_to_reuse = False
+        try:
+            while len(results) + len(failures) < self.count:
+                try:
+                    got, index, ok, value = self._out.get(
+                        timeout=max(0.1, deadline - time.monotonic()))
+                except Empty:
+                    alive = [p.pid for p in self._processes if p.is_alive()]
+                    raise TimeoutError(
+                        f"{self.count - len(results) - len(failures)} of {self.count} processes "
+                        f"gave no result within {timeout}s (still alive: {alive})"
+                    ) from None
+                if got is None:  # the child could not even start: nothing to reuse
+                    failures.append(f"process {index} failed to start:\n{value}")
+                    break
+                if got != run:
+                    continue
+                if ok:
+                    results[index] = value
+                else:
+                    failures.append(f"process {index} failed:\n{value}")
+            else:
+                ok_to_reuse = True
+        finally:
+            if not ok_to_reuse:
+                self.close()
+        if failures:
+            raise AssertionError("\n".join(failures))
+        return [results[i] for i in range(self.count)]
+
+    def close(self) -> None:
+        if not self._processes:
+            return
+        for inbox in self._inboxes:
+            inbox.put(None)
+        for process in self._processes:
+            process.join(timeout=10)
+            if process.is_alive():
+                process.terminate()
+                process.join(timeout=5)
+        self._processes = []
 
 
 def run_in_processes(
@@ -92,41 +208,5 @@ def run_in_processes(
     instances are not passed: pass ids and load them in the child. `env` adds environment
     variables (settings read from the environment, e.g. SWITCHBOARD_SNAPSHOT_EVERY).
     """
-    ctx = multiprocessing.get_context("spawn")
-    count = len(args_per_process)
-    start = ctx.Barrier(count, timeout=timeout)
-    out = ctx.Queue()
-    env = {**child_db_env(), **(env or {})}
-    target = _dotted(fn)
-    processes = [
-        ctx.Process(target=_child, args=(target, i, tuple(args), env, start, out), daemon=True)
-        for i, args in enumerate(args_per_process)
-    ]
-    for process in processes:
-        process.start()
-    results: dict[int, Any] = {}
-    failures: list[str] = []
-    deadline = time.monotonic() + timeout
-    try:
-        while len(results) + len(failures) < count:
-            try:
-                index, ok, value = out.get(timeout=max(0.1, deadline - time.monotonic()))
-            except Empty:
-                alive = [p.pid for p in processes if p.is_alive()]
-                raise TimeoutError(
-                    f"{count - len(results) - len(failures)} of {count} processes gave no result "
-                    f"within {timeout}s (still alive: {alive})"
-                ) from None
-            if ok:
-                results[index] = value
-            else:
-                failures.append(f"process {index} failed:\n{value}")
-    finally:
-        for process in processes:
-            process.join(timeout=10)
-            if process.is_alive():
-                process.terminate()
-                process.join(timeout=5)
-    if failures:
-        raise AssertionError("\n".join(failures))
-    return [results[i] for i in range(count)]
+    with ProcessPool(len(args_per_process), env=env, timeout=timeout) as pool:
+        return pool.run(fn, args_per_process)

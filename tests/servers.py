@@ -27,6 +27,9 @@ def free_port() -> int:
 
 def child_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
+    # A real server or worker must refuse async-unsafe calls as in production, whatever the
+    # test process allows itself (tests/browser/conftest.py).
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
     env["DJANGO_SETTINGS_MODULE"] = "tests.settings"
     env["PYTHONPATH"] = str(ROOT)
     if connection.vendor == "postgresql":

@@ -36,6 +36,23 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="session")
+def playwright(playwright):
+    """pytest-playwright's fixture, with the ORM allowed in the test thread while it runs.
+
+    Sync Playwright starts an asyncio loop in the test thread and leaves it registered as
+    running there until it stops, so Django would refuse the tests' (and their fixtures')
+    database calls as "async unsafe". They are plain blocking calls in a thread the loop never
+    runs concurrently with, so the check is lifted for exactly that span: from Playwright's
+    start to its stop, which includes a test database set up or torn down inside it. Only the
+    browser tests start Playwright (and they run last); servers never inherit the flag
+    (tests.servers.child_env drops it).
+    """
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        yield playwright
+
+
+@pytest.fixture(scope="session")
 def browser_type_launch_args(browser_type_launch_args):
     return {**browser_type_launch_args, "executable_path": CHROMIUM, "args": CHROMIUM_ARGS}
 

@@ -155,16 +155,20 @@ def test_it_shows_the_budget(team):
     assert 'aria-valuenow="85"' in response.content.decode()
 
 
-def test_it_shows_linked_tasks_when_the_tasks_app_has_them(team, session):
-    make_task = getattr(factories, "make_task", None)
+def test_it_shows_the_tasks_linked_to_the_session(team, session):
     response = detail(team, session)
-    if make_task is None or response.context["tasks"] is None:
-        assert "Linked tasks appear here once" in response.content.decode()
-        return
-    assert "No task is linked to this session" in response.content.decode()
-    task = make_task(team.project, session_ids=[str(session.pk)])
-    page = detail(team, session).content.decode()
+    assert response.context["tasks"] == []
+    page = response.content.decode()
+    assert "No task is linked to this session" in page
+    assert "Linked tasks appear here once" not in page  # the tasks app is part of the product
+    task = factories.make_task(team.project, session_ids=[str(session.pk)])
+    unlinked = factories.make_task(team.project)
+    response = detail(team, session)
+    assert [t.pk for t in response.context["tasks"]] == [task.pk]
+    page = response.content.decode()
     assert f'id="task-slot-{task.pk}"' in page
+    assert f'id="task-slot-{unlinked.pk}"' not in page
+    assert "No task is linked to this session" not in page
 
 
 def test_it_keeps_the_session_page_to_a_few_queries(team, session, django_assert_max_num_queries):

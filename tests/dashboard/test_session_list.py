@@ -65,13 +65,21 @@ def test_it_filters_by_time_range_and_activity(team):
 
 
 def test_it_filters_by_linked_task(team, session):
-    make_task = getattr(factories, "make_task", None)
-    if make_task is None:
-        pytest.skip("the tasks app provides no task factory yet")
-    make_session(team.project, title="Alone")
-    make_task(team.project, session_ids=[str(session.pk)])
+    alone = make_session(team.project, title="Alone")
+    factories.make_task(team.project, session_ids=[str(session.pk)])
     assert titles(get(team, has_task="yes")) == ["Refund for order 4411"]
     assert titles(get(team, has_task="no")) == ["Alone"]
+    # Unfiltered, the list has its Task column and marks the linked row.
+    response = get(team)
+    assert response.context["task_column"] is True
+    assert {s.title: s.has_task for s in response.context["sessions"]} == {
+        "Refund for order 4411": True, "Alone": False}
+    page = response.content.decode()
+    assert '<th scope="col">Task</th>' in page
+    row = page.split(f'id="session-row-{session.pk}"', 1)[1].split("</tr>", 1)[0]
+    assert '<span class="badge">task</span>' in row
+    row = page.split(f'id="session-row-{alone.pk}"', 1)[1].split("</tr>", 1)[0]
+    assert '<span class="badge">task</span>' not in row
 
 
 @pytest.mark.parametrize("sort", ["-created", "created", "-updated", "updated"])
