@@ -3,7 +3,7 @@
 Each writer is a separate spawned interpreter with its own database connection (tests.multiproc),
 some through the HTTP API, some through the service, all released by one barrier. The append has
 three write paths (services.events): one statement for a few events to an unbudgeted session
-outside a transaction; the transactional UPDATE-then-INSERT (`insert_events_locked`) for budgeted
+outside a transaction; the transactional UPDATE-then-INSERT (`_append_locked`) for budgeted
 sessions, refusals and appends inside an enclosing atomic block; and COPY for batches of
 COPY_FROM_ROWS events or more. Each path is raced on its own, then all three at once with
 pause/resume in between; every child counts the paths its appends took, so a race cannot
@@ -26,6 +26,7 @@ from django.test import Client
 from core.actors import Actor
 from sessions_app.errors import HeadSeqMismatch
 from sessions_app.models import Event, Session, Snapshot
+from sessions_app import storage
 from sessions_app.services import events as events_service
 from sessions_app.services.events import EventDraft, append_events
 from sessions_app.services.lifecycle import pause_session, resume_session
@@ -218,7 +219,7 @@ def test_it_lets_exactly_one_process_win_each_expected_head_seq_race(
 # database. The parent then checks invariant 1 from the database itself (_assert_invariant_1).
 
 Ack = tuple[int, str, int, str]  # seq, marker, tokens, cost
-COPY_BELOW = events_service.COPY_FROM_ROWS - 1  # the largest batch that is not a COPY
+COPY_BELOW = storage.COPY_FROM_ROWS - 1  # the largest batch that is not a COPY
 
 
 @contextmanager
@@ -231,8 +232,8 @@ def _paths_taken() -> Iterator[Counter]:
     """
     taken: Counter = Counter()
     one = events_service._append_in_one_statement
-    tx = events_service.insert_events_locked
-    insert = events_service._insert
+    tx = events_service._append_locked
+    insert = storage.insert_events
     lookup = events_service._originals_by_key
 
     def spy_one(*args, **kwargs):
@@ -245,7 +246,7 @@ def _paths_taken() -> Iterator[Counter]:
         return tx(*args, **kwargs)
 
     def spy_insert(events):
-        taken["copy" if len(events) >= events_service.COPY_FROM_ROWS else "insert"] += 1
+        taken["copy" if len(events) >= storage.COPY_FROM_ROWS else "insert"] += 1
         return insert(events)
 
     def spy_lookup(*args, **kwargs):
@@ -253,15 +254,15 @@ def _paths_taken() -> Iterator[Counter]:
         return lookup(*args, **kwargs)
 
     events_service._append_in_one_statement = spy_one
-    events_service.insert_events_locked = spy_tx
-    events_service._insert = spy_insert
+    events_service._append_locked = spy_tx
+    storage.insert_events = spy_insert
     events_service._originals_by_key = spy_lookup
     try:
         yield taken
     finally:  # the pool's children run the next test's race too
         events_service._append_in_one_statement = one
-        events_service.insert_events_locked = tx
-        events_service._insert = insert
+        events_service._append_locked = tx
+        storage.insert_events = insert
         events_service._originals_by_key = lookup
 
 
@@ -622,7 +623,7 @@ def test_copy_batches_and_raced_keyed_retries_stay_gap_free_under_racing_process
     and then again extended by new keys (replay path, raced)."""
     session = make_session(project)
     rng = random.Random(5)
-    plans = [[rng.randint(events_service.COPY_FROM_ROWS, 50) for _ in range(6)]
+    plans = [[rng.randint(storage.COPY_FROM_ROWS, 50) for _ in range(6)]
              for _ in range(WRITERS)]
     keyed = [[f"k{j}-{n}" for n in range(rng.randint(8, 20))] for j in range(4)]
     extra = [[f"x{j}-{n}" for n in range(size)] for j, size in enumerate([0, 3, 8, 12])]
@@ -662,7 +663,7 @@ def test_all_three_paths_race_one_session_amid_pause_and_resume(
     small = [rng.randint(1, COPY_BELOW) for _ in range(30)]
     blocks = [([rng.randint(1, COPY_BELOW) for _ in range(2)], ["commit", "rollback"][n % 2])
               for n in range(12)]
-    copies = [rng.randint(events_service.COPY_FROM_ROWS, 40) for _ in range(6)]
+    copies = [rng.randint(storage.COPY_FROM_ROWS, 40) for _ in range(6)]
     keyed = [[f"mk{j}-{n}" for n in range(10)] for j in range(2)]
     extra = [[f"mx{j}-{n}" for n in range(9)] for j in range(2)]
     small_api, atomic, copy, toggler = pool.run(play, [
