@@ -32,7 +32,6 @@ def _row(session, seq):
     return Event.objects.filter(session=session, seq=seq).values().get()
 
 
-@pytest.mark.smoke
 def test_it_refuses_a_raw_sql_update_of_an_event(session):
     before = _row(session, 1)
     with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
@@ -44,7 +43,6 @@ def test_it_refuses_a_raw_sql_update_of_an_event(session):
     assert _row(session, 1) == before
 
 
-@pytest.mark.smoke
 def test_it_refuses_an_orm_update_and_a_raw_sql_delete_of_an_event(session):
     before = list(Event.objects.filter(session=session).order_by("seq").values())
     with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
@@ -57,7 +55,6 @@ def test_it_refuses_an_orm_update_and_a_raw_sql_delete_of_an_event(session):
     assert list(Event.objects.filter(session=session).order_by("seq").values()) == before
 
 
-@pytest.mark.smoke
 def test_it_allows_delete_only_inside_the_retention_block(session):
     with transaction.atomic():
         with allow_event_deletion():
@@ -80,7 +77,6 @@ def test_it_allows_delete_only_inside_the_retention_block(session):
     assert _row(session, 1)["text"] == "hello"
 
 
-@pytest.mark.smoke
 def test_it_closes_the_retention_block_even_when_it_raises(session):
     with transaction.atomic():
         with pytest.raises(RuntimeError, match="boom"), allow_event_deletion():
