@@ -1,7 +1,9 @@
 """Switchboard settings: one module, every value from the environment (12-factor).
 
-With no DATABASE_URL / REDIS_URL the embedded defaults apply (SQLite file, in-memory channel
-layer, filesystem Celery broker), so a fresh clone runs with no services installed.
+With no DATABASE_URL / REDIS_URL the embedded defaults apply (a PostgreSQL server from a pip
+wheel with its data in .pgdata/, see config/embedded_postgres.py; an in-memory channel layer; a
+filesystem Celery broker), so a fresh clone runs with no services installed. Reading these
+settings starts nothing: `bash scripts/run` starts the embedded server.
 """
 
 import os
@@ -9,6 +11,8 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+
+from config import embedded_postgres
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -119,36 +123,24 @@ TEMPLATES = [
 ]
 
 # --- Database -------------------------------------------------------------------------------
-DATABASE_URL = env_str("DATABASE_URL")
-if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
-    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-        # Django's psycopg pool: no connection set-up per request (DESIGN.md, performance).
-        DATABASES["default"]["OPTIONS"] = {
-            "pool": {
-                "min_size": env_int("DB_POOL_MIN", 2),
-                "max_size": env_int("DB_POOL_MAX", 20),
-                "timeout": env_int("DB_POOL_TIMEOUT", 10),
-            },
-            # No JIT compilation: every query here is short, and a plan with a large estimated
-            # cost (the sessions list's text search with another filter) would spend ~0.5 s
-            # compiling before answering in 30 ms (bench/dashboard.py). DB_JIT=on restores it.
-            "options": f"-c jit={'on' if env_bool('DB_JIT', False) else 'off'}",
-        }
-else:
-    DATABASES = {
-        "default": {
-            "ENGINE": "django.db.backends.sqlite3",
-            "NAME": env_str("SQLITE_PATH", str(BASE_DIR / "switchboard.sqlite3")),
-            # IMMEDIATE: writers take the lock at BEGIN, so concurrent appends queue instead of
-            # failing with "database is locked" on the read-to-write upgrade (STACK.md, item 5).
-            "OPTIONS": {
-                "transaction_mode": "IMMEDIATE",
-                "timeout": 20,
-                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-            },
-        }
+# PostgreSQL always. With DATABASE_URL unset: the embedded server (config/embedded_postgres.py),
+# over its Unix socket in .pgdata/, database `switchboard`, user postgres. Settings only point at
+# it; `bash scripts/run` (or `python -m config.embedded_postgres start`) starts it.
+DATABASE_URL = env_str("DATABASE_URL") or embedded_postgres.database_url()
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Set beside the URL's own query options (the embedded URL names its socket folder as ?host=).
+    _options = DATABASES["default"].setdefault("OPTIONS", {})
+    # Django's psycopg pool: no connection set-up per request (DESIGN.md, performance).
+    _options["pool"] = {
+        "min_size": env_int("DB_POOL_MIN", 2),
+        "max_size": env_int("DB_POOL_MAX", 20),
+        "timeout": env_int("DB_POOL_TIMEOUT", 10),
     }
+    # No JIT compilation: every query here is short, and a plan with a large estimated cost (the
+    # sessions list's text search with another filter) would spend ~0.5 s compiling before
+    # answering in 30 ms (bench/dashboard.py). DB_JIT=on restores it.
+    _options["options"] = f"-c jit={'on' if env_bool('DB_JIT', False) else 'off'}"
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

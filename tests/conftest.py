@@ -1,7 +1,63 @@
+import os
+import socket
+import urllib.parse
+from functools import cache
+
 import pytest
 from django.test import Client
 
 from tests.factories import make_api_key, make_project
+
+# Where `bash scripts/test` looks for Redis when REDIS_URL is unset.
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+@cache
+def redis_missing() -> str | None:
+    """Why this run has no usable Redis (None when it has one). Checked once per run."""
+    from django.conf import settings
+
+    url = settings.REDIS_URL
+    if not url:
+        return f"Redis not available at {DEFAULT_REDIS_URL}"
+    parts = urllib.parse.urlsplit(url)
+    if not parts.hostname:  # a Unix socket: let the tests find out
+        return None
+    try:
+        socket.create_connection((parts.hostname, parts.port or 6379), timeout=3).close()
+    except OSError:
+        return f"Redis not available at {url} (REDIS_URL set, nothing answers)"
+    return None
+
+
+def pytest_runtest_setup(item):
+    """`@pytest.mark.requires_redis("what is not tested")`: skipped without Redis, with the reason.
+
+    Under CI (CI set) a missing Redis fails the test instead: CI always has Redis (.ci/run).
+    """
+    marker = item.get_closest_marker("requires_redis")
+    if marker is None:
+        return
+    missing = redis_missing()
+    if missing is None:
+        return
+    what = marker.args[0] if marker.args else item.name
+    reason = f"{missing}: {what} not tested"
+    if os.environ.get("CI", "").lower() not in {"", "0", "false", "no"}:
+        pytest.fail(f"{reason}. CI is set, and CI always has Redis (bash .ci/run starts it).",
+                    pytrace=False)
+    pytest.skip(reason)
+
+
+def pytest_report_header(config):
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    where = db["HOST"] or db.get("OPTIONS", {}).get("host") or "the default socket"
+    port = f":{db['PORT']}" if db["PORT"] else ""
+    redis = settings.REDIS_URL or f"none (nothing used at {DEFAULT_REDIS_URL})"
+    return [f"database: PostgreSQL at {where}{port}, test database {db['TEST']['NAME']}",
+            f"redis: {redis}"]
 
 
 class ApiClient:

@@ -40,14 +40,10 @@ def barrier() -> Any:
 
 def child_db_env() -> dict[str, str]:
     """Environment that points a child process (tests.settings) at the live test database."""
-    settings = connection.settings_dict
-    env = {"DJANGO_SETTINGS_MODULE": "tests.settings"}
-    if connection.vendor == "sqlite":
-        env["SWITCHBOARD_TEST_EMBEDDED"] = "1"
-        env["SQLITE_PATH"] = str(settings["NAME"])
-    else:
-        env["SWITCHBOARD_TEST_DB_NAME"] = str(settings["NAME"])
-    return env
+    return {
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "SWITCHBOARD_TEST_DB_NAME": str(connection.settings_dict["NAME"]),
+    }
 
 
 def _dotted(fn: Callable[..., Any]) -> str:

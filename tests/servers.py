@@ -32,11 +32,7 @@ def child_env(**extra: str) -> dict[str, str]:
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
     env["DJANGO_SETTINGS_MODULE"] = "tests.settings"
     env["PYTHONPATH"] = str(ROOT)
-    if connection.vendor == "postgresql":
-        env["SWITCHBOARD_TEST_DB_NAME"] = connection.settings_dict["NAME"]
-    else:
-        # The SQLite test database is a file; children open it directly.
-        env["SQLITE_PATH"] = str(connection.settings_dict["NAME"])
+    env["SWITCHBOARD_TEST_DB_NAME"] = connection.settings_dict["NAME"]
     env.update(extra)
     return env
 

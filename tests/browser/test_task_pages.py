@@ -56,7 +56,20 @@ def test_the_list_and_the_task_page_show_the_diagram_with_the_current_state(
     expect(page.locator("#task-history")).to_contain_text("draft ready")
     screenshot("task-page")
 
-    # A transition made now moves the mark without a reload.
+
+# The transition is made in this test process and the page is served by another (live_url):
+# only a shared channel layer carries the update across.
+@pytest.mark.requires_redis("a task page's live update from another process")
+def test_a_transition_made_meanwhile_moves_the_mark_without_a_reload(team: Team, live_url, page):
+    task = make_task(team.project, params={"document": "Refund policy"})
+    update_step(task, "draft", status="running", actor=AGENT, agent_name="writer")
+    update_step(task, "draft", status="succeeded", actor=AGENT, outputs={"words": 812})
+    transition_task(task, "sent_for_review", actor=AGENT, reason="draft ready")
+    sign_in(page, live_url, team.viewer.username)
+    page.goto(f"{live_url}/tasks/{task.pk}/")
+    diagram = page.locator("#task-panel figure.state-diagram svg")
+    expect(diagram.locator("g.node.current")).to_have_attribute("data-state", "sent_for_review")
+
     expect(page.locator(".live-dot.on")).to_be_attached()
     page.evaluate("window.__sameDocument = true")
     transition_task(task, "approved", actor=AGENT, reason="looks good")

@@ -32,7 +32,7 @@ class Team:
 
 @pytest.fixture(autouse=True)
 def _fresh_cache():
-    """The overview caches its chart per project; ids repeat between tests on SQLite."""
+    """The overview caches its chart per project; ids repeat between test databases."""
     cache.clear()
     yield
     cache.clear()

@@ -1,4 +1,3 @@
-import pytest
 from django.template.loader import render_to_string
 from django.test import Client
 
@@ -23,7 +22,6 @@ def test_the_sign_in_page_is_reachable_anonymously(db):
     assert Client().get("/accounts/login/").status_code == 200
 
 
-@pytest.mark.smoke
 def test_it_answers_404_for_a_project_id_beyond_any_column(client, django_user_model):
     user = django_user_model.objects.create_user(username="huge", password="pw-for-tests-1")
     client.force_login(user)

@@ -15,15 +15,14 @@ from tests.dashboard.conftest import Team, append, message, team  # noqa: F401  
 from tests.factories import make_api_key, make_session
 from tests.servers import asgi_server
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.slow,
+    # An in-memory channel layer cannot reach another process.
+    pytest.mark.requires_redis("cross-process live updates"),
+]
 
 TIMEOUT = 5.0  # seconds; the latency is printed, not asserted
-
-
-@pytest.fixture(autouse=True)
-def _needs_redis():
-    if django_settings.CHANNEL_LAYERS["default"]["BACKEND"].endswith("InMemoryChannelLayer"):
-        pytest.skip("no Redis configured: an in-memory layer cannot reach another process")
 
 
 def signed_in_cookie(base_url: str, username: str) -> str:

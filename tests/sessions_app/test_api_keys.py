@@ -2,7 +2,6 @@
 
 from datetime import timedelta
 
-import pytest
 import time_machine
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -31,7 +30,6 @@ def test_it_stores_only_a_hash_of_the_key(project):
         assert all(secret not in str(row) for row in cursor.fetchall())
 
 
-@pytest.mark.smoke
 def test_it_refuses_a_revoked_key_and_writes_nothing(api, api_key, project):
     session = make_session(project)
     assert api.get(f"/sessions/{session.pk}").status_code == 200

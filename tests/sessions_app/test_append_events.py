@@ -33,7 +33,6 @@ def session(project):
     return make_session(project)
 
 
-@pytest.mark.smoke
 def test_it_numbers_events_from_one_and_stores_what_was_sent(api, session, api_key):
     response = api.post(f"/sessions/{session.pk}/events", {"events": [
         {"kind": "message", "role": "user", "content": {"text": "hello there"}, "tokens": 5,
@@ -62,7 +61,6 @@ def test_it_numbers_events_from_one_and_stores_what_was_sent(api, session, api_k
     assert [e["seq"] for e in more.json()["events"]] == [4]
 
 
-@pytest.mark.smoke
 def test_it_answers_a_repeated_idempotency_key_with_the_original_and_writes_nothing(api, session):
     first = api.post(f"/sessions/{session.pk}/events", {"events": [
         {"kind": "message", "content": {"text": "once"}, "tokens": 3, "idempotency_key": "a"},
@@ -131,7 +129,6 @@ def test_it_refuses_a_key_twice_in_one_batch(api, session):
     assert _state(session) == before
 
 
-@pytest.mark.smoke
 def test_it_refuses_a_stale_expected_head_seq_with_409_and_writes_nothing(api, session):
     api.post(f"/sessions/{session.pk}/events", {"events": [{"kind": "note"}] * 2})
     before = _state(session)

@@ -24,9 +24,9 @@ from django.db import connection, transaction
 from django.test import Client
 
 from core.actors import Actor
+from sessions_app import storage
 from sessions_app.errors import HeadSeqMismatch
 from sessions_app.models import Event, Session, Snapshot
-from sessions_app import storage
 from sessions_app.services import events as events_service
 from sessions_app.services.events import EventDraft, append_events
 from sessions_app.services.lifecycle import pause_session, resume_session

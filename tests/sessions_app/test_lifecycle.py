@@ -113,7 +113,6 @@ def test_it_refuses_every_other_transition_with_409_and_changes_nothing(api, pro
     assert _snapshot(session) == before
 
 
-@pytest.mark.smoke
 def test_it_pauses_and_resumes_without_a_body(api, project):
     session = make_session(project)
     assert api.client.post(f"/api/v1/sessions/{session.pk}/pause",

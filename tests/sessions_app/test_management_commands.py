@@ -15,7 +15,6 @@ def _run(*args: str) -> str:
     return out.getvalue()
 
 
-@pytest.mark.smoke
 def test_it_creates_a_project_and_a_key_that_authenticates(db):
     output = _run("createproject", "acme")
     project = Project.objects.get(name="acme")

@@ -104,7 +104,6 @@ def test_it_pages_through_a_fork_with_after_seq_and_has_more(api, lineage):
                     + [(s, "grandchild") for s in range(19, 27)])
 
 
-@pytest.mark.smoke
 def test_it_filters_by_kind_and_tier(api, project):
     session = make_session(project)
     append_events(session, _drafts("only", 14, 0), actor=Actor.system())

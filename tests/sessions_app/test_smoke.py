@@ -1,8 +1,3 @@
-import pytest
-
-pytestmark = [pytest.mark.smoke]
-
-
 def test_it_opens_appends_and_reads_back(api):
     opened = api.post("/sessions", {"agent": "smoke", "title": "hello"})
     assert opened.status_code == 201

@@ -6,7 +6,6 @@ project and commits for real (`transactional_db`), so auto-snapshots run on comm
 production.
 """
 
-import pytest
 from django.test import override_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -131,7 +130,6 @@ def test_it_folds_at_most_one_interval_of_events_whatever_the_log_length(
         assert len(applied) < 50, (p, len(applied))
 
 
-@pytest.mark.smoke
 def test_it_applies_merge_patches_with_nulls_and_nesting(api, project):
     session = make_session(project)
     patches = [

@@ -1,17 +1,12 @@
 """A task handed along between agents: A (one key) starts it and finishes step 1, B (another key
 of the same project) reads it cold and finishes step 2; C (another project) sees nothing."""
 
-import pytest
-
 from sessions_app.models import Agent
 from tasks_app.models import HistoryKind, Step, TaskHistory
 from tests.conftest import ApiClient
 from tests.factories import make_api_key
 
 from .helpers import assert_error
-
-# Also runs on the embedded SQLite default (scripts/test): the product's core path for tasks.
-pytestmark = [pytest.mark.smoke]
 
 
 def test_it_hands_a_task_from_agent_a_to_agent_b_and_hides_it_from_c(project, other_project):
