@@ -117,6 +117,6 @@ def drop_relayed(*, now: Any = None, batch: int = 5000) -> int:
     now = now or timezone.now()
     old = OutboxMessage.objects.filter(
         relayed_at__isnull=False, created_at__lt=now - OUTBOX_KEEP
-    ).values("pk")[:batch]
+    ).values_list("pk", flat=True)[:batch]
     deleted, _ = OutboxMessage.objects.filter(pk__in=list(old)).delete()
     return deleted

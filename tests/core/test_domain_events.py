@@ -264,3 +264,43 @@ def test_a_row_the_layer_refused_stays_unsent_until_the_relay_job_sends_it(
     # Sent once: a second run finds nothing.
     assert relay_pending(now=timezone.now() + RELAY_GRACE) == 0
     assert heard.receive_all(QUIET) == []
+
+
+# --- The relay job ---------------------------------------------------------------------------
+
+
+def test_the_relay_job_sends_what_is_pending_and_drops_sent_rows_past_the_keep_period(
+    project, listen
+):
+    from core.domain_events import OUTBOX_KEEP, drop_relayed
+    from core.tasks import relay_outbox
+
+    session = make_session(project)
+    heard = listen(session_group(session.pk))
+    pause_session(session, actor=AGENT)
+    heard.receive_all(QUIET)
+    old = timezone.now() - OUTBOX_KEEP - timedelta(minutes=1)
+    sent_long_ago = rows()  # the open and the pause, both relayed after their commits
+    assert len(sent_long_ago) == 2 and all(m.relayed_at for m in sent_long_ago)
+    OutboxMessage.objects.update(created_at=old)
+    unsent_long_ago = OutboxMessage.objects.create(
+        project=project, type="session.lifecycle", groups=[session_group(session.pk)],
+        payload={"type": "session.lifecycle", "session_id": str(session.pk)})
+    OutboxMessage.objects.filter(pk=unsent_long_ago.pk).update(created_at=old)
+    sent_recently = OutboxMessage.objects.create(
+        project=project, type="session.lifecycle", groups=[], payload={},
+        relayed_at=timezone.now())
+
+    # The unsent row is sent; then every sent row created before the keep period is dropped,
+    # that one included (the period counts from a row's creation); the recent one stays.
+    assert relay_outbox() == {"sent": 1, "dropped": 3}
+    assert heard.receive_all(QUIET) == [unsent_long_ago.payload]
+    assert list(OutboxMessage.objects.values_list("pk", flat=True)) == [sent_recently.pk]
+    assert drop_relayed() == 0
+    # Bounded: one batch per call.
+    for _ in range(3):
+        OutboxMessage.objects.create(project=project, type="x", groups=[], payload={},
+                                     relayed_at=timezone.now())
+    OutboxMessage.objects.update(created_at=old)
+    assert drop_relayed(batch=2) == 2
+    assert OutboxMessage.objects.count() == 2  # the rest for the next run
