@@ -266,6 +266,65 @@ def test_a_row_the_layer_refused_stays_unsent_until_the_relay_job_sends_it(
     assert heard.receive_all(QUIET) == []
 
 
+# --- After the commit, nothing can fail the change -------------------------------------------
+
+
+def test_a_relay_that_fails_after_commit_neither_fails_the_change_nor_stops_later_hooks(
+    project, listen, monkeypatch
+):
+    """A database error in the after-commit relay (a dropped connection, a timeout) must not
+    turn a committed change into an error the caller would retry, nor drop the hooks after it
+    (another event's relay, a snapshot): the row simply waits for the relay job."""
+    from django.db import OperationalError
+
+    from core import domain_events
+
+    session = make_session(project)
+    task = make_task(project)
+    heard = listen(task_group(task.pk))
+    real_relay = domain_events.relay
+    calls = []
+
+    def relay_failing_once(message_id: int) -> bool:
+        calls.append(message_id)
+        if len(calls) == 1:
+            raise OperationalError("server closed the connection unexpectedly")
+        return real_relay(message_id)
+
+    monkeypatch.setattr(domain_events, "relay", relay_failing_once)
+    with transaction.atomic():
+        pause_session(session, actor=AGENT)  # its relay fails
+        transition_task(task, "sent_for_review", actor=AGENT)  # its relay runs after
+
+    assert Session.objects.get(pk=session.pk).status == "paused"
+    [lifecycle] = rows(type="session.lifecycle")
+    [transition] = rows(type="task.transition")
+    assert lifecycle.relayed_at is None  # left for the relay job
+    assert transition.relayed_at is not None
+    assert heard.receive_all(QUIET) == [transition.payload]
+    monkeypatch.undo()
+    assert relay_pending(now=timezone.now() + RELAY_GRACE) == 1
+
+
+def test_a_live_notice_that_fails_does_not_fail_the_committed_append(project, monkeypatch):
+    """The one-statement append runs its after-commit hooks at once (autocommit): a failing
+    notice must not make a durable append look failed (the agent would append it again)."""
+    from core import domain_events
+
+    session = make_session(project)
+
+    def broken(groups, message):
+        raise RuntimeError("channel layer misconfigured")
+
+    monkeypatch.setattr(domain_events, "send_to_groups", broken)
+    result = append_events(session, messages(1), actor=AGENT)
+    assert result.head_seq == 1
+    with transaction.atomic():
+        result = append_events(session, messages(2), actor=AGENT)
+    assert result.head_seq == 3
+    assert Session.objects.get(pk=session.pk).head_seq == 3
+
+
 # --- The relay job ---------------------------------------------------------------------------
 
 
