@@ -56,15 +56,18 @@ def publish(event: DomainEvent) -> None:
     payload = event.payload()
     json.dumps(payload)  # fail at the source if a payload is not JSON-safe
     groups = event.groups()
+    # Robust hooks: the change has committed whatever happens after it. An error here must
+    # not reach the caller (who would retry a write that is durable) nor skip the hooks
+    # registered after this one; a relay that failed leaves its row to `relay_pending`.
     if not event.outboxed:
-        transaction.on_commit(lambda: send_to_groups(groups, payload))
+        transaction.on_commit(lambda: send_to_groups(groups, payload), robust=True)
         return
     if not connection.in_atomic_block:
         raise RuntimeError(f"publish({event.type}) must run inside the change's transaction")
     message = OutboxMessage.objects.create(
         project_id=event.project_id, type=event.type, groups=groups, payload=payload
     )
-    transaction.on_commit(lambda: relay(message.pk))
+    transaction.on_commit(lambda: relay(message.pk), robust=True)
 
 
 def relay(message_id: int) -> bool:
@@ -117,6 +120,6 @@ def drop_relayed(*, now: datetime | None = None, batch: int = 5000) -> int:
     now = now or timezone.now()
     old = OutboxMessage.objects.filter(
         relayed_at__isnull=False, created_at__lt=now - OUTBOX_KEEP
-    ).values("pk")[:batch]
+    ).values_list("pk", flat=True)[:batch]
     deleted, _ = OutboxMessage.objects.filter(pk__in=list(old)).delete()
     return deleted

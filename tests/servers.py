@@ -1,4 +1,4 @@
-"""Real processes for tests: an ASGI server (uvicorn) or a Celery worker on the test database.
+"""Real processes for tests: an ASGI server (uvicorn), Celery worker and beat, on the test DB.
 
 Children get DJANGO_SETTINGS_MODULE=tests.settings and SWITCHBOARD_TEST_DB_NAME pointing at the
 database pytest-django created, so they see what a `transactional_db` test commits.
@@ -79,19 +79,46 @@ def asgi_server(*, workers: int = 1, **env: str) -> Iterator[str]:
 
 
 @contextmanager
-def celery_worker(*, beat: bool = False, **env: str) -> Iterator[subprocess.Popen]:
-    """Run a real Celery worker (optionally with beat) against the test database."""
-    command = [_bin("celery"), "-A", "config", "worker", "--loglevel", "WARNING",
-               "--concurrency", "1", "--without-gossip", "--without-mingle"]
+def celery_processes(queue: str, tmp_path: Path, *, beat: bool = False) -> Iterator[Path]:
+    """A real Celery worker consuming only `queue` (and a beat process, if asked) against the
+    test database; yields the log file both write to. Stopped (and reaped) on exit.
+
+    Give every test its own queue name: the broker is a Redis other suites share, and a worker
+    on the default queue would take (or be given) their jobs.
+    """
+    log = tmp_path / "celery.log"
+    commands = [[
+        _bin("celery"), "-A", "config", "worker", "-Q", queue, "-n", f"{queue}@%h",
+        "--pool", "solo", "--loglevel", "INFO", "--without-gossip", "--without-mingle",
+        "--without-heartbeat",
+    ]]
     if beat:
-        command += ["-B", "--schedule", str(ROOT / ".celery-broker" / "test-beat-schedule")]
-    process = subprocess.Popen(command, cwd=ROOT, env=child_env(**env))
-    try:
-        yield process
-    finally:
-        process.terminate()
+        commands.append([
+            _bin("celery"), "-A", "config", "beat", "--loglevel", "INFO",
+            "--scheduler", "django_celery_beat.schedulers:DatabaseScheduler",
+            "--pidfile", str(tmp_path / "beat.pid"),
+        ])
+    with log.open("w") as out:
+        processes = [subprocess.Popen(c, cwd=ROOT, env=child_env(), stdout=out,
+                                      stderr=subprocess.STDOUT) for c in commands]
         try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            yield log
+        finally:
+            for process in processes:
+                process.terminate()
+            for process in processes:
+                try:
+                    process.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
+
+
+def wait_until(predicate, log: Path, timeout: float = 45.0) -> None:
+    """Poll `predicate` until true; on timeout fail with the tail of the Celery log."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.25)
+    raise AssertionError(f"timed out; celery said:\n{log.read_text()[-4000:]}")

@@ -5,13 +5,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from django.core.cache import cache
 from django.test import Client
 
 from core.actors import Actor
 from core.models import Project, Role
 from sessions_app.models import Session
 from sessions_app.services.events import EventDraft, append_events
+from tests.caching import clear_cache
 from tests.factories import make_member, make_project, make_session
 
 
@@ -32,10 +32,10 @@ class Team:
 
 @pytest.fixture(autouse=True)
 def _fresh_cache():
-    """The overview caches its chart per project; ids repeat between test databases."""
-    cache.clear()
+    """The overview caches its chart per project, and ids repeat between tests."""
+    clear_cache()
     yield
-    cache.clear()
+    clear_cache()
 
 
 @pytest.fixture

@@ -1,12 +1,12 @@
 from datetime import timedelta
 
-from django.core.cache import cache
 from django.urls import reverse
 from django.utils import timezone
 
 from core.actors import Actor
 from sessions_app.queries import events_per_minute
 from sessions_app.services.lifecycle import close_session, pause_session
+from tests.caching import clear_cache
 from tests.factories import make_session
 
 from .conftest import append, message
@@ -65,7 +65,7 @@ def test_it_counts_events_per_minute_of_the_last_hour_only(team, session):
 
 
 def test_it_renders_the_chart_as_inline_svg_and_serves_it_to_htmx_polls(team, session):
-    cache.clear()
+    clear_cache()
     response = overview(team, headers={"HX-Request": "true", "HX-Target": "events-chart"})
     assert response.status_code == 200
     body = response.content.decode()
@@ -78,11 +78,11 @@ def test_it_renders_the_chart_as_inline_svg_and_serves_it_to_htmx_polls(team, se
 def test_it_keeps_the_overview_cheap(team, session, django_assert_max_num_queries):
     for _ in range(5):
         make_session(team.project)
-    cache.clear()
+    clear_cache()
     client = team.client("viewer")
     url = reverse("dashboard:overview", args=[team.project.pk])
     client.get(url)  # the first visit remembers the project in the session (one write)
-    cache.clear()
+    clear_cache()
     # Sign-in (2), membership (1), projects menu (1), GROUP BY status (1), waiting (1),
     # recent changes (2), events per minute (1): nothing grows with the data.
     with django_assert_max_num_queries(9):

@@ -4,80 +4,21 @@ Each test gets its own queue name so a worker started here never takes (or is gi
 other suites sharing this Redis.
 """
 
-import os
-import subprocess
-import sys
-import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
-from django.db import connection
 from django.utils import timezone
 from django_celery_beat.models import IntervalSchedule, PeriodicTask
 
 from tasks_app.models import Step
 from tasks_app.services.steps import update_step
 from tests.factories import make_task
+from tests.servers import celery_processes, wait_until
 
 from .helpers import TESTER
 
 pytestmark = [pytest.mark.slow]
-
-ROOT = Path(__file__).resolve().parents[2]
-CELERY = str(Path(sys.executable).parent / "celery")
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        DJANGO_SETTINGS_MODULE="tests.settings",
-        SWITCHBOARD_TEST_DB_NAME=connection.settings_dict["NAME"],
-        PYTHONPATH=str(ROOT),
-    )
-    return env
-
-
-@contextmanager
-def celery_processes(queue: str, tmp_path: Path, *, beat: bool) -> Iterator[Path]:
-    """A worker consuming only `queue` (and a beat process, if asked); both stopped on exit."""
-    log = tmp_path / "celery.log"
-    commands = [[
-        CELERY, "-A", "config", "worker", "-Q", queue, "-n", f"{queue}@%h", "--pool", "solo",
-        "--loglevel", "INFO", "--without-gossip", "--without-mingle", "--without-heartbeat",
-    ]]
-    if beat:
-        commands.append([
-            CELERY, "-A", "config", "beat", "--loglevel", "INFO",
-            "--scheduler", "django_celery_beat.schedulers:DatabaseScheduler",
-            "--pidfile", str(tmp_path / "beat.pid"),
-        ])
-    with log.open("w") as out:
-        processes = [subprocess.Popen(c, cwd=ROOT, env=_env(), stdout=out,
-                                      stderr=subprocess.STDOUT) for c in commands]
-        try:
-            yield log
-        finally:
-            for process in processes:
-                process.terminate()
-            for process in processes:
-                try:
-                    process.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
-
-
-def wait_until(predicate, log: Path, timeout: float = 45.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.25)
-    raise AssertionError(f"timed out; celery said:\n{log.read_text()[-4000:]}")
 
 
 def waiting_review(project, deadline):
