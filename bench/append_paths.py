@@ -125,8 +125,8 @@ class App:
             from core.actors import Actor
             from core.services.projects import create_project
         else:
-            from core.actors import Actor
-            from core.services.projects import create_project
+            from sessions_app.actors import Actor
+            from sessions_app.services.projects import create_project
         from sessions_app.services import events, lifecycle, sessions
 
         self.Actor, self.create_project = Actor, create_project
@@ -144,7 +144,7 @@ class App:
 
             domain_events.send_to_groups = lambda groups, message: True
         else:
-            from core import realtime
+            from sessions_app import realtime
 
             realtime._send_rollback_unsafe = lambda groups, message: None
 
