@@ -5,23 +5,23 @@ the tasks app in switchboard.api; everything else about sessions is here.
 """
 
 import json
-from datetime import datetime
 from decimal import Decimal
 from typing import Any, Literal
 from uuid import UUID
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
-from ninja import Field, Query, Router, Schema
+from ninja import Field, Query, Router
 
 from core.actors import Actor
 from core.errors import InvalidInput, PayloadTooLarge
 from core.http import json_response
 from core.models import ApiKey
+from core.schemas import DECIMAL_PLACES, InSchema, IsoDateTime, decimal_in, json_int
 
 from .access import get_session_for_key
 from .http import jsonl_export_response
-from .models import EventKind, Session, SessionStatus, Tier
+from .models import AGENT_KINDS, EventKind, Session, SessionStatus, Tier
 from .queries import event_row_to_json, slice_events
 from .services.events import EventDraft, append_events
 from .services.lifecycle import close_session, pause_session, resume_session
@@ -33,6 +33,9 @@ router = Router(tags=["sessions"])
 # Column bounds (seq, tokens: integer; budgets: bigint): refused as 422 before the database.
 MAX_INT = 2**31 - 1
 MAX_BIGINT = 2**63 - 1
+# Decimal columns: events.cost numeric(12, 6), sessions.budget_max_cost numeric(14, 6).
+EventCost = decimal_in(12 - DECIMAL_PLACES)
+BudgetCost = decimal_in(14 - DECIMAL_PLACES)
 
 
 def request_key(request: HttpRequest) -> ApiKey:
@@ -42,12 +45,12 @@ def request_key(request: HttpRequest) -> ApiKey:
 # --- Schemas --------------------------------------------------------------------------------
 
 
-class BudgetIn(Schema):
-    max_tokens: int | None = Field(None, ge=0, le=MAX_BIGINT)
-    max_cost: Decimal | None = Field(None, ge=0, max_digits=14, decimal_places=6)
+class BudgetIn(InSchema):
+    max_tokens: json_int(ge=0, le=MAX_BIGINT) | None = None
+    max_cost: BudgetCost | None = None
 
 
-class SessionIn(Schema):
+class SessionIn(InSchema):
     agent: str = Field(..., min_length=1, max_length=100)
     external_id: str | None = Field(None, min_length=1, max_length=200)
     title: str = Field("", max_length=300)
@@ -56,45 +59,49 @@ class SessionIn(Schema):
     task_ids: list[UUID] = Field(default_factory=list, max_length=100)
 
 
-class EventIn(Schema):
-    kind: str = Field(..., description="message, tool_call, tool_result, note, error, state, "
-                      "fact or decision")
+class EventIn(InSchema):
+    # Checked by the append service (after the session is found: an unknown session is a 404
+    # whatever its events), so the schema lists the kinds and the parser takes any string.
+    kind: str = Field(
+        ..., json_schema_extra={"enum": sorted(AGENT_KINDS)},
+        description="lifecycle and handoff events are written by the system only",
+    )
     tier: Literal["transient", "durable"] | None = None
     role: str = Field("", max_length=16)
     content: dict[str, Any] = Field(default_factory=dict)
-    tokens: int = Field(0, ge=0, le=MAX_INT)
-    cost: Decimal = Field(Decimal("0"), ge=0, max_digits=12, decimal_places=6)
+    tokens: json_int(ge=0, le=MAX_INT) = 0
+    cost: EventCost = Decimal("0")
     idempotency_key: str | None = Field(None, min_length=1, max_length=200)
 
 
-class AppendIn(Schema):
+class AppendIn(InSchema):
     events: list[EventIn] = Field(..., min_length=1)
-    expected_head_seq: int | None = Field(None, ge=0, le=MAX_INT)
+    expected_head_seq: json_int(ge=0, le=MAX_INT) | None = None
 
 
-class ReasonIn(Schema):
+class ReasonIn(InSchema):
     reason: str = Field("", max_length=1000)
 
 
-class ForkIn(Schema):
-    at_seq: int = Field(..., ge=0, le=MAX_INT)
+class ForkIn(InSchema):
+    at_seq: json_int(ge=0, le=MAX_INT)
     title: str = Field("", max_length=300)
 
 
-class SessionListQuery(Schema):
+class SessionListQuery(InSchema):
     status: list[SessionStatus] | None = None
     agent: str | None = None
     q: str | None = Field(None, min_length=1, max_length=200)
     metadata_key: str | None = None
-    created_after: datetime | None = None
-    created_before: datetime | None = None
-    updated_after: datetime | None = None
-    updated_before: datetime | None = None
+    created_after: IsoDateTime | None = None
+    created_before: IsoDateTime | None = None
+    updated_after: IsoDateTime | None = None
+    updated_before: IsoDateTime | None = None
     cursor: str | None = None
     limit: int = Field(50, ge=1, le=200)
 
 
-class SliceQuery(Schema):
+class SliceQuery(InSchema):
     after_seq: int | None = Field(None, ge=0, le=MAX_INT)
     before_seq: int | None = Field(None, ge=1, le=MAX_INT)
     limit: int = Field(100, ge=1, le=1000)

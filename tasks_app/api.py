@@ -12,12 +12,13 @@ from uuid import UUID
 
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
-from ninja import Field, Query, Router, Schema
+from ninja import Field, Path, Query, Router
 from ninja.security import APIKeyHeader, APIKeyQuery, HttpBearer
 
 from core.actors import Actor
 from core.http import json_response
 from core.models import ApiKey
+from core.schemas import InSchema, IsoDateTime, json_int
 from core.services.projects import authenticate_api_key
 from sessions_app.access import get_session_for_key
 
@@ -40,6 +41,7 @@ from .services.steps import update_step
 from .services.tasks import SIGNAL_TOKEN_PREFIX, create_task
 from .services.transitions import transition_task
 from .services.workflows import register_workflow_data, resolve_workflow, visible_workflows
+from .workflows import IDENT_RE
 
 router = Router(tags=["tasks"])
 
@@ -105,16 +107,16 @@ def _iso(value: datetime | None) -> str | None:
 # --- Schemas ----------------------------------------------------------------------------------
 
 
-class TaskIn(Schema):
+class TaskIn(InSchema):
     workflow: str = Field(..., min_length=1, max_length=100)
-    workflow_version: int | None = Field(None, ge=1)
+    workflow_version: json_int(ge=1) | None = None
     params: dict[str, Any] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)
     session_ids: list[UUID] = Field(default_factory=list, max_length=100)
     external_id: str | None = Field(None, min_length=1, max_length=200)
 
 
-class TaskListQuery(Schema):
+class TaskListQuery(InSchema):
     workflow: str | None = None
     state: list[str] | None = None
     step_status: list[StepStatus] | None = None
@@ -124,76 +126,77 @@ class TaskListQuery(Schema):
     limit: int = Field(50, ge=1, le=200)
 
 
-class TaskReadQuery(Schema):
+class TaskReadQuery(InSchema):
     history_limit: int = Field(50, ge=0, le=1000)
 
 
-class HistoryQuery(Schema):
+class HistoryQuery(InSchema):
     after_id: int | None = Field(None, ge=0)
     step: str | None = None
     limit: int = Field(100, ge=1, le=1000)
 
 
-class TransitionIn(Schema):
+class TransitionIn(InSchema):
     to: str | None = Field(None, min_length=1, max_length=100)
     transition: str | None = Field(None, min_length=1, max_length=100,
                                    description="a named transition, instead of `to`")
-    expected_version: int | None = Field(None, ge=1)
+    expected_version: json_int(ge=1) | None = None
     reason: str = Field("", max_length=1000)
 
 
-class StepErrorIn(Schema):
+class StepErrorIn(InSchema):
     type: str = Field(..., min_length=1, max_length=100)
     message: str = Field("", max_length=4000)
     detail: dict[str, Any] = Field(default_factory=dict)
 
 
-class WaitIn(Schema):
-    signal: str = Field(..., min_length=1, max_length=100)
-    deadline: datetime | None = None
-    timeout_seconds: int | None = Field(None, ge=1, le=366 * 86400,
-                                        description="instead of a deadline: now + this")
+class WaitIn(InSchema):
+    signal: str = Field(..., pattern=IDENT_RE.pattern, description="an identifier")
+    deadline: IsoDateTime | None = None
+    timeout_seconds: json_int(ge=1, le=366 * 86400) | None = Field(
+        None, description="instead of a deadline: now + this"
+    )
 
 
-class StepIn(Schema):
+class StepIn(InSchema):
     status: Literal["running", "waiting", "succeeded", "failed", "skipped"]
-    attempt: int | None = Field(None, ge=1)
+    attempt: json_int(ge=1) | None = None
     error: StepErrorIn | None = None
     inputs: dict[str, Any] | None = None
     outputs: dict[str, Any] | None = None
     branch: str | None = Field(None, max_length=100)
     waiting_on: WaitIn | None = None
     agent: str | None = Field(None, min_length=1, max_length=100)
-    expected_version: int | None = Field(None, ge=1)
+    expected_version: json_int(ge=1) | None = None
     reason: str = Field("", max_length=1000)
 
 
-class SignalIn(Schema):
+class SignalIn(InSchema):
     payload: dict[str, Any] = Field(default_factory=dict)
     error: StepErrorIn | None = None
     idempotency_key: str | None = Field(None, min_length=1, max_length=200)
 
 
-class LinkIn(Schema):
+class LinkIn(InSchema):
     session_ids: list[UUID] = Field(..., min_length=1, max_length=100)
 
 
-class TransitionDefIn(Schema):
+class TransitionDefIn(InSchema):
     from_: str = Field(..., alias="from")
     to: str
     name: str = ""
     reopen: list[str] = Field(default_factory=list)
 
 
-class StepDefIn(Schema):
+class StepDefIn(InSchema):
     key: str
     title: str = ""
-    max_attempts: int = 1
+    max_attempts: json_int() = 1
 
 
-class WorkflowIn(Schema):
+class WorkflowIn(InSchema):
     name: str = Field(..., min_length=1, max_length=100)
-    version: int | None = Field(None, ge=1, description="default: the next free version")
+    version: json_int(ge=1) | None = Field(None, description="default: the next free version")
     title: str = ""
     description: str = ""
     states: list[str]
@@ -203,7 +206,7 @@ class WorkflowIn(Schema):
     steps: list[StepDefIn] = Field(default_factory=list)
 
 
-class WorkflowQuery(Schema):
+class WorkflowQuery(InSchema):
     name: str | None = None
 
 
@@ -440,7 +443,10 @@ def put_step(request: HttpRequest, task_id: UUID, key: str, payload: StepIn) -> 
     auth=[KeyOrSignalTokenBearer(), SignalTokenHeader(), SignalTokenQuery()],
 )
 def signal(
-    request: HttpRequest, task_id: UUID, name: str, payload: SignalIn | None = None
+    request: HttpRequest,
+    task_id: UUID,
+    name: str = Path(..., pattern=IDENT_RE.pattern, description="the signal: an identifier"),
+    payload: SignalIn | None = None,
 ) -> HttpResponse:
     auth = request.auth  # type: ignore[attr-defined]
     if isinstance(auth, SignalGrant):
