@@ -1,8 +1,10 @@
-"""Request types shared by every app's API, parsing what the OpenAPI schema says they accept.
+"""The API contract's shared parts: request types that parse what the schema says, and the
+response side (the one error shape, and `responses(...)` that every operation declares).
 
-pydantic's lax mode (and ninja's attribute access) accepted more than the schema promised:
-lists for objects, "5" and true for integers, numbers for date-times, any string for a cost.
-These types accept exactly what their JSON schema describes.
+Every operation of the agent API declares its responses, so the OpenAPI document says which
+statuses it answers and with which body. Endpoints on hot paths still send hand-built JSON
+(core.http.json_response, or a spliced event slice); their schemas describe those bytes, and
+tests/api/test_contract.py checks that they do.
 """
 
 import math
@@ -15,6 +17,7 @@ from ninja import Field, Schema
 from pydantic import (
     AfterValidator,
     BeforeValidator,
+    ConfigDict,
     ModelWrapValidatorHandler,
     PlainValidator,
     ValidationInfo,
@@ -134,3 +137,54 @@ def decimal_in(integer_digits: int) -> Any:
             "decimals, or a number (rounded to that many).",
         }),
     ]
+
+
+# --- Responses --------------------------------------------------------------------------------
+
+
+class OutSchema(Schema):
+    """A response body: every key always present (nullable where null is possible), no others.
+
+    `extra="forbid"` puts `additionalProperties: false` in the schema, so a key an endpoint
+    sends without declaring it is a contract violation, not a silent extension.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+
+# Decimals (costs, budgets) are sent as strings, so no client reads them through a float.
+DecimalString = Annotated[
+    str,
+    Field(pattern=r"^[0-9]+(\.[0-9]+)?$", description="A non-negative decimal, as a string."),
+]
+
+
+class ErrorBody(OutSchema):
+    code: str = Field(..., description="Stable, machine-readable: branch on this.")
+    message: str = Field(..., description="For people; may change.")
+    detail: dict[str, Any] | list[dict[str, Any]] = Field(
+        ...,
+        description="What went wrong, as data (an object; for invalid input, the list of "
+        "problems, each with type, loc and msg).",
+    )
+
+
+class ErrorOut(OutSchema):
+    """The one error shape, `{"error": {"code", "message", "detail"}}`: core.http's
+    error_response."""
+
+    error: ErrorBody
+
+
+# Any operation may answer these: no or a bad API key (401), a parameter or body that does not
+# validate (422), the key's rate limit (429), the database down (503).
+COMMON_ERROR_STATUSES = (401, 422, 429, 503)
+# And one that takes a body: not JSON, or a bad Content-Length (400), too large (413).
+BODY_ERROR_STATUSES = (400, 413)
+
+
+def responses(success: dict[int, Any], *errors: int, body: bool = False) -> dict[int, Any]:
+    """An operation's `response=`: its success bodies, then ErrorOut for `errors`, for the
+    statuses every operation can answer, and (`body`) for those of one that reads a body."""
+    statuses = {*errors, *COMMON_ERROR_STATUSES, *(BODY_ERROR_STATUSES if body else ())}
+    return {**success, **dict.fromkeys(sorted(statuses), ErrorOut)}
