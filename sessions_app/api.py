@@ -12,16 +12,27 @@ from uuid import UUID
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
-from ninja import Field, Query, Router, Schema
+from ninja import Field, Query, Router
+from pydantic import ConfigDict
 
 from core.actors import Actor
 from core.errors import InvalidInput, PayloadTooLarge
 from core.http import json_response
 from core.models import ApiKey
+from core.schemas import (
+    DECIMAL_PLACES,
+    DecimalString,
+    InSchema,
+    IsoDateTime,
+    OutSchema,
+    decimal_in,
+    json_int,
+    responses,
+)
 
 from .access import get_session_for_key
 from .http import jsonl_export_response
-from .models import EventKind, Session, SessionStatus, Tier
+from .models import AGENT_KINDS, EventKind, Session, SessionStatus, Tier
 from .queries import event_row_to_json, slice_events
 from .services.events import EventDraft, append_events
 from .services.lifecycle import close_session, pause_session, resume_session
@@ -33,6 +44,9 @@ router = Router(tags=["sessions"])
 # Column bounds (seq, tokens: integer; budgets: bigint): refused as 422 before the database.
 MAX_INT = 2**31 - 1
 MAX_BIGINT = 2**63 - 1
+# Decimal columns: events.cost numeric(12, 6), sessions.budget_max_cost numeric(14, 6).
+EventCost = decimal_in(12 - DECIMAL_PLACES)
+BudgetCost = decimal_in(14 - DECIMAL_PLACES)
 
 
 def request_key(request: HttpRequest) -> ApiKey:
@@ -42,12 +56,17 @@ def request_key(request: HttpRequest) -> ApiKey:
 # --- Schemas --------------------------------------------------------------------------------
 
 
-class BudgetIn(Schema):
-    max_tokens: int | None = Field(None, ge=0, le=MAX_BIGINT)
-    max_cost: Decimal | None = Field(None, ge=0, max_digits=14, decimal_places=6)
+class BudgetIn(InSchema):
+    max_tokens: json_int(ge=0, le=MAX_BIGINT) | None = None
+    max_cost: BudgetCost | None = None
 
 
-class SessionIn(Schema):
+class SessionIn(InSchema):
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "agent": "support-bot", "external_id": "ticket-4812", "title": "Refund request",
+        "metadata": {"channel": "email"}, "budget": {"max_tokens": 200000, "max_cost": "5.00"},
+    }]})
+
     agent: str = Field(..., min_length=1, max_length=100)
     external_id: str | None = Field(None, min_length=1, max_length=200)
     title: str = Field("", max_length=300)
@@ -56,51 +75,171 @@ class SessionIn(Schema):
     task_ids: list[UUID] = Field(default_factory=list, max_length=100)
 
 
-class EventIn(Schema):
-    kind: str = Field(..., description="message, tool_call, tool_result, note, error, state, "
-                      "fact or decision")
+class EventIn(InSchema):
+    # Checked by the append service (after the session is found: an unknown session is a 404
+    # whatever its events), so the schema lists the kinds and the parser takes any string.
+    kind: str = Field(
+        ..., json_schema_extra={"enum": sorted(AGENT_KINDS)},
+        description="lifecycle and handoff events are written by the system only",
+    )
     tier: Literal["transient", "durable"] | None = None
     role: str = Field("", max_length=16)
     content: dict[str, Any] = Field(default_factory=dict)
-    tokens: int = Field(0, ge=0, le=MAX_INT)
-    cost: Decimal = Field(Decimal("0"), ge=0, max_digits=12, decimal_places=6)
+    tokens: json_int(ge=0, le=MAX_INT) = 0
+    cost: EventCost = Decimal("0")
     idempotency_key: str | None = Field(None, min_length=1, max_length=200)
 
 
-class AppendIn(Schema):
+class AppendIn(InSchema):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"events": [
+        {"kind": "message", "role": "user", "content": {"text": "Where is my refund?"},
+         "tokens": 12, "cost": "0.000150", "idempotency_key": "msg-0001"},
+        {"kind": "state", "content": {"stage": "triage"}},
+        {"kind": "fact", "content": {"key": "order_id", "value": "A-1001"}},
+        {"kind": "decision", "content": {"decision": "refund", "rationale": "late delivery"}},
+    ]}]})
+
     events: list[EventIn] = Field(..., min_length=1)
-    expected_head_seq: int | None = Field(None, ge=0, le=MAX_INT)
+    expected_head_seq: json_int(ge=0, le=MAX_INT) | None = None
 
 
-class ReasonIn(Schema):
+class ReasonIn(InSchema):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"reason": "waiting on the user"}]})
+
     reason: str = Field("", max_length=1000)
 
 
-class ForkIn(Schema):
-    at_seq: int = Field(..., ge=0, le=MAX_INT)
+class ForkIn(InSchema):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"at_seq": 1, "title": "retry"}]})
+
+    at_seq: json_int(ge=0, le=MAX_INT)
     title: str = Field("", max_length=300)
 
 
-class SessionListQuery(Schema):
+class SessionListQuery(InSchema):
     status: list[SessionStatus] | None = None
     agent: str | None = None
     q: str | None = Field(None, min_length=1, max_length=200)
     metadata_key: str | None = None
-    created_after: datetime | None = None
-    created_before: datetime | None = None
-    updated_after: datetime | None = None
-    updated_before: datetime | None = None
+    created_after: IsoDateTime | None = None
+    created_before: IsoDateTime | None = None
+    updated_after: IsoDateTime | None = None
+    updated_before: IsoDateTime | None = None
     cursor: str | None = None
     limit: int = Field(50, ge=1, le=200)
 
 
-class SliceQuery(Schema):
+class SliceQuery(InSchema):
     after_seq: int | None = Field(None, ge=0, le=MAX_INT)
     before_seq: int | None = Field(None, ge=1, le=MAX_INT)
     limit: int = Field(100, ge=1, le=1000)
     kind: list[EventKind] | None = None
     tier: Tier | None = None
     order: Literal["asc", "desc"] = "asc"
+
+
+# --- Response schemas -----------------------------------------------------------------------
+# What the endpoints below send. Most bodies are rendered by hand (session_to_dict, the spliced
+# slice) for speed; these describe those bytes exactly, and tests/api check that they do.
+
+
+class UsageOut(OutSchema):
+    tokens: int
+    cost: DecimalString
+
+
+class BudgetOut(OutSchema):
+    max_tokens: int | None
+    max_cost: DecimalString | None
+
+
+class AncestorOut(OutSchema):
+    session_id: UUID
+    upto_seq: int = Field(..., description="this ancestor's events up to here are in the log")
+
+
+class LineageOut(OutSchema):
+    parent_id: UUID | None
+    fork_seq: int | None
+    ancestry: list[AncestorOut]
+
+
+class SessionOut(OutSchema):
+    id: UUID
+    external_id: str | None
+    title: str
+    agent: str
+    status: SessionStatus
+    metadata: dict[str, Any]
+    head_seq: int
+    usage: UsageOut
+    budget: BudgetOut
+    lineage: LineageOut
+    created_at: datetime
+    updated_at: datetime
+    closed_at: datetime | None
+
+
+class SessionPageOut(OutSchema):
+    sessions: list[SessionOut]
+    next_cursor: str | None = Field(..., description="null on the last page")
+
+
+class AppendedEventOut(OutSchema):
+    seq: int
+    kind: EventKind
+    tier: Tier
+    created_at: datetime
+    replayed: bool = Field(..., description="written before, by a request with its idempotency_key")
+
+
+class AppendOut(OutSchema):
+    head_seq: int
+    status: SessionStatus
+    events: list[AppendedEventOut] = Field(..., description="in request order")
+
+
+class EventOut(OutSchema):
+    """One event as the slice and the export send it (queries.event_row_to_json, key for key)."""
+
+    seq: int
+    kind: EventKind
+    tier: Tier
+    role: str
+    tokens: int
+    cost: DecimalString
+    actor: str
+    idempotency_key: str | None
+    created_at: datetime
+    session_id: UUID = Field(
+        ..., description="the session whose log holds it: an ancestor's, in a fork's prefix"
+    )
+    content: dict[str, Any]
+
+
+class EventSliceOut(OutSchema):
+    head_seq: int
+    has_more: bool
+    events: list[EventOut]
+
+
+class FactOut(OutSchema):
+    value: Any
+    seq: int = Field(..., description="the event that set it")
+
+
+class StateOut(OutSchema):
+    seq: int
+    state: dict[str, Any]
+    facts: dict[str, FactOut]
+    summary: str
+    content_hash: str
+
+
+class SnapshotOut(OutSchema):
+    seq: int
+    content_hash: str
+    created_at: datetime
 
 
 # --- Rendering ------------------------------------------------------------------------------
@@ -143,7 +282,12 @@ def request_session(request: HttpRequest, session_id: UUID) -> Session:
 # --- Endpoints ------------------------------------------------------------------------------
 
 
-@router.post("/sessions/{session_id}/events", summary="Append a batch of events")
+@router.post(
+    "/sessions/{session_id}/events",
+    summary="Append a batch of events",
+    response=responses({201: AppendOut, 200: AppendOut}, 404, 409, body=True),
+    openapi_extra={"responses": {200: {"description": "All were replays: nothing written"}}},
+)
 def append(request: HttpRequest, session_id: UUID, payload: AppendIn) -> HttpResponse:
     if len(payload.events) > settings.SWITCHBOARD_MAX_BATCH_EVENTS:
         raise PayloadTooLarge(
@@ -191,7 +335,11 @@ def append(request: HttpRequest, session_id: UUID, payload: AppendIn) -> HttpRes
     return json_response(body, status=200 if all_replayed else 201)
 
 
-@router.get("/sessions/{session_id}/events", summary="A positional slice of the log")
+@router.get(
+    "/sessions/{session_id}/events",
+    summary="A positional slice of the log",
+    response=responses({200: EventSliceOut}, 404),
+)
 def list_events(
     request: HttpRequest, session_id: UUID, params: Query[SliceQuery]
 ) -> HttpResponse:
@@ -211,13 +359,21 @@ def list_events(
     return HttpResponse(body, content_type="application/json")
 
 
-@router.get("/sessions/{session_id}/state", summary="Working state, facts and summary at a seq")
+@router.get(
+    "/sessions/{session_id}/state",
+    summary="Working state, facts and summary at a seq",
+    response=responses({200: StateOut}, 404),
+)
 def read_state(request: HttpRequest, session_id: UUID, at_seq: int | None = None) -> HttpResponse:
     session = request_session(request, session_id)
     return json_response(state_at(session, at_seq).as_dict())
 
 
-@router.post("/sessions/{session_id}/snapshots", summary="Checkpoint the state at head")
+@router.post(
+    "/sessions/{session_id}/snapshots",
+    summary="Checkpoint the state at head",
+    response=responses({201: SnapshotOut}, 404),
+)
 def create_snapshot(request: HttpRequest, session_id: UUID) -> HttpResponse:
     session = request_session(request, session_id)
     snapshot = take_snapshot(session, session.head_seq, reason="agent")
@@ -228,7 +384,11 @@ def create_snapshot(request: HttpRequest, session_id: UUID) -> HttpResponse:
     )
 
 
-@router.post("/sessions/{session_id}/fork", summary="Fork (or rewind) at a seq")
+@router.post(
+    "/sessions/{session_id}/fork",
+    summary="Fork (or rewind) at a seq",
+    response=responses({201: SessionOut}, 404, body=True),
+)
 def fork(request: HttpRequest, session_id: UUID, payload: ForkIn) -> HttpResponse:
     api_key = request_key(request)
     parent = request_session(request, session_id)
@@ -245,22 +405,47 @@ def _lifecycle(request: HttpRequest, session_id: UUID, payload: ReasonIn, operat
     return json_response(session_to_dict(session))
 
 
-@router.post("/sessions/{session_id}/pause", summary="Pause")
+@router.post(
+    "/sessions/{session_id}/pause",
+    summary="Pause",
+    response=responses({200: SessionOut}, 404, 409, body=True),
+)
 def pause(request: HttpRequest, session_id: UUID, payload: ReasonIn | None = None) -> HttpResponse:
     return _lifecycle(request, session_id, payload or ReasonIn(), pause_session)
 
 
-@router.post("/sessions/{session_id}/resume", summary="Resume")
+@router.post(
+    "/sessions/{session_id}/resume",
+    summary="Resume",
+    response=responses({200: SessionOut}, 404, 409, body=True),
+)
 def resume(request: HttpRequest, session_id: UUID, payload: ReasonIn | None = None) -> HttpResponse:
     return _lifecycle(request, session_id, payload or ReasonIn(), resume_session)
 
 
-@router.post("/sessions/{session_id}/close", summary="Close")
+@router.post(
+    "/sessions/{session_id}/close",
+    summary="Close",
+    response=responses({200: SessionOut}, 404, 409, body=True),
+)
 def close(request: HttpRequest, session_id: UUID, payload: ReasonIn | None = None) -> HttpResponse:
     return _lifecycle(request, session_id, payload or ReasonIn(), close_session)
 
 
-@router.get("/sessions/{session_id}/export", summary="The whole log as JSON Lines (streamed)")
+@router.get(
+    "/sessions/{session_id}/export",
+    summary="The whole log as JSON Lines (streamed)",
+    # Streamed from the stored JSON, one EventOut per line; ninja's own JSONL streaming would
+    # decode and re-encode every event, so the 200 is documented here rather than declared.
+    response=responses({}, 404),
+    openapi_extra={"responses": {200: {
+        "description": "One event per line (EventOut), oldest first; forks include their "
+                       "ancestors' prefix.",
+        "content": {
+            "application/x-ndjson": {"schema": {"$ref": "#/components/schemas/EventOut"}},
+        },
+    }}},
+)
 def export(request: HttpRequest, session_id: UUID) -> StreamingHttpResponse:
     session = request_session(request, session_id)
     return jsonl_export_response(session, actor=Actor.for_key(request_key(request)))

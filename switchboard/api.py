@@ -13,22 +13,35 @@ from ninja import Query, Router
 
 from core.actors import Actor
 from core.http import json_response
+from core.schemas import responses
 from sessions_app.api import (
     BudgetIn,
     SessionIn,
     SessionListQuery,
+    SessionOut,
+    SessionPageOut,
     request_key,
     request_session,
     session_to_dict,
 )
 from sessions_app.queries import SessionFilters, filter_sessions, page_sessions
+from tasks_app.api import LinkedTaskOut
 from tasks_app.queries import linked_tasks_summary
 from tasks_app.services.links import open_session_for_tasks
 
 router = Router(tags=["sessions"])
 
 
-@router.post("/sessions", summary="Open a session (idempotent by external_id)")
+class SessionWithTasksOut(SessionOut):
+    tasks: list[LinkedTaskOut]
+
+
+@router.post(
+    "/sessions",
+    summary="Open a session (idempotent by external_id)",
+    response=responses({201: SessionWithTasksOut, 200: SessionWithTasksOut}, 404, body=True),
+    openapi_extra={"responses": {200: {"description": "The session with this external_id"}}},
+)
 def create_session(request: HttpRequest, payload: SessionIn) -> HttpResponse:
     api_key = request_key(request)
     budget = payload.budget or BudgetIn()
@@ -49,7 +62,11 @@ def create_session(request: HttpRequest, payload: SessionIn) -> HttpResponse:
     )
 
 
-@router.get("/sessions", summary="List sessions (filters, cursor pagination)")
+@router.get(
+    "/sessions",
+    summary="List sessions (filters, cursor pagination)",
+    response=responses({200: SessionPageOut}),
+)
 def list_sessions(request: HttpRequest, filters: Query[SessionListQuery]) -> HttpResponse:
     qs = filter_sessions(
         request_key(request).project,
@@ -68,7 +85,11 @@ def list_sessions(request: HttpRequest, filters: Query[SessionListQuery]) -> Htt
     return json_response({"sessions": [session_to_dict(s) for s in page], "next_cursor": next_cursor})
 
 
-@router.get("/sessions/{session_id}", summary="Read one session")
+@router.get(
+    "/sessions/{session_id}",
+    summary="Read one session",
+    response=responses({200: SessionWithTasksOut}, 404),
+)
 def read_session(request: HttpRequest, session_id: UUID) -> HttpResponse:
     session = request_session(request, session_id)
     return json_response(session_to_dict(session, tasks=linked_tasks_summary(session)))

@@ -12,18 +12,21 @@ from uuid import UUID
 
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
-from ninja import Field, Query, Router, Schema
+from ninja import Field, Path, Query, Router
 from ninja.security import APIKeyHeader, APIKeyQuery, HttpBearer
+from pydantic import ConfigDict
 
 from core.actors import Actor
 from core.http import json_response
 from core.models import ApiKey
+from core.schemas import InSchema, IsoDateTime, OutSchema, json_int, responses
 from core.services.projects import authenticate_api_key
 from sessions_app.access import get_session_for_key
+from sessions_app.models import SessionStatus
 
 from .access import get_task_for_key, get_task_for_signal_token
 from .errors import NotFound, UnknownWorkflow
-from .models import Step, StepStatus, Task, TaskHistory, WorkflowDefinition
+from .models import HistoryKind, Step, StepStatus, Task, TaskHistory, WorkflowDefinition
 from .queries import (
     TaskFilters,
     filter_tasks,
@@ -40,6 +43,7 @@ from .services.steps import update_step
 from .services.tasks import SIGNAL_TOKEN_PREFIX, create_task
 from .services.transitions import transition_task
 from .services.workflows import register_workflow_data, resolve_workflow, visible_workflows
+from .workflows import IDENT_RE
 
 router = Router(tags=["tasks"])
 
@@ -105,16 +109,21 @@ def _iso(value: datetime | None) -> str | None:
 # --- Schemas ----------------------------------------------------------------------------------
 
 
-class TaskIn(Schema):
+class TaskIn(InSchema):
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "workflow": "document_approval", "params": {"document": "Q3 report"},
+        "metadata": {"team": "finance"}, "external_id": "doc-77",
+    }]})
+
     workflow: str = Field(..., min_length=1, max_length=100)
-    workflow_version: int | None = Field(None, ge=1)
+    workflow_version: json_int(ge=1) | None = None
     params: dict[str, Any] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)
     session_ids: list[UUID] = Field(default_factory=list, max_length=100)
     external_id: str | None = Field(None, min_length=1, max_length=200)
 
 
-class TaskListQuery(Schema):
+class TaskListQuery(InSchema):
     workflow: str | None = None
     state: list[str] | None = None
     step_status: list[StepStatus] | None = None
@@ -124,76 +133,102 @@ class TaskListQuery(Schema):
     limit: int = Field(50, ge=1, le=200)
 
 
-class TaskReadQuery(Schema):
+class TaskReadQuery(InSchema):
     history_limit: int = Field(50, ge=0, le=1000)
 
 
-class HistoryQuery(Schema):
+class HistoryQuery(InSchema):
     after_id: int | None = Field(None, ge=0)
     step: str | None = None
     limit: int = Field(100, ge=1, le=1000)
 
 
-class TransitionIn(Schema):
+class TransitionIn(InSchema):
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"to": "sent_for_review", "reason": "draft ready"},
+    ]})
+
     to: str | None = Field(None, min_length=1, max_length=100)
     transition: str | None = Field(None, min_length=1, max_length=100,
                                    description="a named transition, instead of `to`")
-    expected_version: int | None = Field(None, ge=1)
+    expected_version: json_int(ge=1) | None = None
     reason: str = Field("", max_length=1000)
 
 
-class StepErrorIn(Schema):
+class StepErrorIn(InSchema):
     type: str = Field(..., min_length=1, max_length=100)
     message: str = Field("", max_length=4000)
     detail: dict[str, Any] = Field(default_factory=dict)
 
 
-class WaitIn(Schema):
-    signal: str = Field(..., min_length=1, max_length=100)
-    deadline: datetime | None = None
-    timeout_seconds: int | None = Field(None, ge=1, le=366 * 86400,
-                                        description="instead of a deadline: now + this")
+class WaitIn(InSchema):
+    signal: str = Field(..., pattern=IDENT_RE.pattern, description="an identifier")
+    deadline: IsoDateTime | None = None
+    timeout_seconds: json_int(ge=1, le=366 * 86400) | None = Field(
+        None, description="instead of a deadline: now + this"
+    )
 
 
-class StepIn(Schema):
+class StepIn(InSchema):
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"status": "running", "inputs": {"document": "Q3 report"}, "agent": "writer"},
+        {"status": "succeeded", "outputs": {"url": "https://example.com/q3"}},
+        {"status": "waiting", "waiting_on": {"signal": "review_done", "timeout_seconds": 3600}},
+    ]})
+
     status: Literal["running", "waiting", "succeeded", "failed", "skipped"]
-    attempt: int | None = Field(None, ge=1)
+    attempt: json_int(ge=1) | None = None
     error: StepErrorIn | None = None
     inputs: dict[str, Any] | None = None
     outputs: dict[str, Any] | None = None
     branch: str | None = Field(None, max_length=100)
     waiting_on: WaitIn | None = None
     agent: str | None = Field(None, min_length=1, max_length=100)
-    expected_version: int | None = Field(None, ge=1)
+    expected_version: json_int(ge=1) | None = None
     reason: str = Field("", max_length=1000)
 
 
-class SignalIn(Schema):
+class SignalIn(InSchema):
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"payload": {"approved": True}, "idempotency_key": "review-1"},
+    ]})
+
     payload: dict[str, Any] = Field(default_factory=dict)
     error: StepErrorIn | None = None
     idempotency_key: str | None = Field(None, min_length=1, max_length=200)
 
 
-class LinkIn(Schema):
+class LinkIn(InSchema):
+    model_config = ConfigDict(json_schema_extra={"examples": [
+        {"session_ids": ["3f2b8a6e-1c4d-4e5f-9a7b-8c9d0e1f2a3b"]},
+    ]})
+
     session_ids: list[UUID] = Field(..., min_length=1, max_length=100)
 
 
-class TransitionDefIn(Schema):
+class TransitionDefIn(InSchema):
     from_: str = Field(..., alias="from")
     to: str
     name: str = ""
     reopen: list[str] = Field(default_factory=list)
 
 
-class StepDefIn(Schema):
+class StepDefIn(InSchema):
     key: str
     title: str = ""
-    max_attempts: int = 1
+    max_attempts: json_int() = 1
 
 
-class WorkflowIn(Schema):
+class WorkflowIn(InSchema):
+    model_config = ConfigDict(json_schema_extra={"examples": [{
+        "name": "triage", "title": "Triage a ticket", "states": ["new", "done"],
+        "initial": "new", "terminal": ["done"],
+        "transitions": [{"from": "new", "to": "done", "name": "finish"}],
+        "steps": [{"key": "classify", "title": "Classify", "max_attempts": 2}],
+    }]})
+
     name: str = Field(..., min_length=1, max_length=100)
-    version: int | None = Field(None, ge=1, description="default: the next free version")
+    version: json_int(ge=1) | None = Field(None, description="default: the next free version")
     title: str = ""
     description: str = ""
     states: list[str]
@@ -203,8 +238,221 @@ class WorkflowIn(Schema):
     steps: list[StepDefIn] = Field(default_factory=list)
 
 
-class WorkflowQuery(Schema):
+class WorkflowQuery(InSchema):
     name: str | None = None
+
+
+# --- Response schemas -------------------------------------------------------------------------
+# What the endpoints below send (rendered by the *_to_dict functions that follow), key for key.
+# Keys named "from" are aliases: operations that send them say by_alias=True.
+
+
+class WorkflowRefOut(OutSchema):
+    name: str
+    version: int
+
+
+class AllowedTransitionOut(OutSchema):
+    to: str
+    name: str | None
+
+
+class WaitOut(OutSchema):
+    signal: str
+    deadline: datetime | None
+
+
+class StepOut(OutSchema):
+    key: str
+    title: str
+    status: StepStatus
+    round: int
+    attempts: int
+    max_attempts: int
+    last_error: dict[str, Any] | None
+    inputs: dict[str, Any]
+    outputs: dict[str, Any]
+    branch: str | None
+    waiting_on: WaitOut | None
+    signal_payload: dict[str, Any] | None
+    agent: str | None
+    actor: str | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    updated_at: datetime
+
+
+class HistoryOut(OutSchema):
+    id: int
+    kind: HistoryKind
+    actor: str
+    from_: str | None = Field(..., alias="from")
+    to: str | None
+    step: str | None
+    round: int | None
+    attempt: int | None
+    reason: str
+    error: dict[str, Any] | None
+    data: dict[str, Any]
+    task_version: int | None
+    created_at: datetime
+
+
+class FailedStepOut(OutSchema):
+    key: str
+    attempts: int
+    max_attempts: int
+    error: dict[str, Any] | None
+
+
+class WaitingStepOut(OutSchema):
+    step: str
+    signal: str
+    deadline: datetime | None
+
+
+class TaskOut(OutSchema):
+    id: UUID
+    external_id: str | None
+    workflow: WorkflowRefOut
+    state: str
+    finished: bool
+    allowed_transitions: list[AllowedTransitionOut]
+    params: dict[str, Any]
+    metadata: dict[str, Any]
+    version: int
+    initiated_by: str
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+    steps: list[StepOut]
+    failed_steps: list[FailedStepOut] = Field(..., description="failed for good, with the error")
+    waiting: list[WaitingStepOut]
+
+
+class TaskWithSessionsOut(TaskOut):
+    session_ids: list[UUID]
+
+
+class CreatedTaskOut(TaskWithSessionsOut):
+    signal_token: str = Field(
+        ..., description="Shown once: lets an external system deliver this task's signals."
+    )
+
+
+class TaskDetailOut(TaskWithSessionsOut):
+    history: list[HistoryOut] = Field(..., description="the most recent entries, oldest first")
+
+
+class TaskPageOut(OutSchema):
+    tasks: list[TaskOut]
+    next_cursor: str | None = Field(..., description="null on the last page")
+
+
+class HistoryPageOut(OutSchema):
+    history: list[HistoryOut]
+    has_more: bool
+
+
+class StepDetailOut(StepOut):
+    history: list[HistoryOut]
+
+
+class TaskBriefOut(OutSchema):
+    id: UUID
+    state: str
+    version: int
+    finished: bool
+
+
+class StepUpdateOut(OutSchema):
+    step: StepOut
+    task: TaskBriefOut
+    replayed: bool
+
+
+class SignalRecordOut(OutSchema):
+    id: int
+    name: str
+    received_at: datetime
+    consumed: bool
+
+
+class SignalOut(OutSchema):
+    signal: SignalRecordOut
+    resolved_steps: list[str]
+    task: TaskBriefOut
+    replayed: bool
+
+
+class TaskSessionOut(OutSchema):
+    id: UUID
+    title: str
+    agent: str
+    status: SessionStatus
+    external_id: str | None
+
+
+class TaskSessionsOut(OutSchema):
+    sessions: list[TaskSessionOut]
+
+
+class LinkOut(OutSchema):
+    linked: list[UUID]
+    session_ids: list[UUID]
+
+
+class UnlinkOut(OutSchema):
+    unlinked: bool
+    session_ids: list[UUID]
+
+
+class SessionTasksOut(OutSchema):
+    tasks: list[TaskOut]
+
+
+class LinkedTaskOut(OutSchema):
+    """A task as the session API lists it (queries.linked_tasks_summary)."""
+
+    id: UUID
+    workflow: str
+    workflow_version: int
+    state: str
+    version: int
+    finished: bool
+
+
+class TransitionDefOut(OutSchema):
+    from_: str = Field(..., alias="from")
+    to: str
+    name: str
+    reopen: list[str]
+
+
+class StepDefOut(OutSchema):
+    key: str
+    title: str
+    max_attempts: int
+
+
+class WorkflowOut(OutSchema):
+    name: str
+    version: int
+    title: str
+    description: str
+    states: list[str]
+    initial: str
+    terminal: list[str]
+    transitions: list[TransitionDefOut]
+    steps: list[StepDefOut]
+    builtin: bool
+    source: WorkflowDefinition.Source
+    content_hash: str
+    created_at: datetime
+
+
+class WorkflowListOut(OutSchema):
+    workflows: list[WorkflowOut]
 
 
 # --- Rendering --------------------------------------------------------------------------------
@@ -315,7 +563,12 @@ def workflow_to_dict(definition: WorkflowDefinition) -> dict[str, Any]:
 # --- Tasks ------------------------------------------------------------------------------------
 
 
-@router.post("/tasks", summary="Create a task (idempotent by external_id)")
+@router.post(
+    "/tasks",
+    summary="Create a task (idempotent by external_id)",
+    response=responses({201: CreatedTaskOut, 200: TaskWithSessionsOut}, 404, body=True),
+    openapi_extra={"responses": {200: {"description": "The task with this external_id"}}},
+)
 def create(request: HttpRequest, payload: TaskIn) -> HttpResponse:
     api_key = _key(request)
     result = create_task(
@@ -336,7 +589,11 @@ def create(request: HttpRequest, payload: TaskIn) -> HttpResponse:
     return json_response(body, status=201 if result.created else 200)
 
 
-@router.get("/tasks", summary="List tasks (filters, cursor pagination)")
+@router.get(
+    "/tasks",
+    summary="List tasks (filters, cursor pagination)",
+    response=responses({200: TaskPageOut}),
+)
 def list_tasks(request: HttpRequest, filters: Query[TaskListQuery]) -> HttpResponse:
     qs = filter_tasks(
         _key(request).project_id,
@@ -355,7 +612,12 @@ def list_tasks(request: HttpRequest, filters: Query[TaskListQuery]) -> HttpRespo
     })
 
 
-@router.get("/tasks/{task_id}", summary="Read a task, with its steps and recent history")
+@router.get(
+    "/tasks/{task_id}",
+    summary="Read a task, with its steps and recent history",
+    response=responses({200: TaskDetailOut}, 404),
+    by_alias=True,
+)
 def read_task(request: HttpRequest, task_id: UUID, params: Query[TaskReadQuery]) -> HttpResponse:
     task = _task(request, task_id)
     return json_response(task_to_dict(
@@ -366,7 +628,12 @@ def read_task(request: HttpRequest, task_id: UUID, params: Query[TaskReadQuery])
     ))
 
 
-@router.get("/tasks/{task_id}/history", summary="A task's history, oldest first")
+@router.get(
+    "/tasks/{task_id}/history",
+    summary="A task's history, oldest first",
+    response=responses({200: HistoryPageOut}, 404),
+    by_alias=True,
+)
 def read_history(request: HttpRequest, task_id: UUID, params: Query[HistoryQuery]) -> HttpResponse:
     task = _task(request, task_id)
     qs = TaskHistory.objects.filter(task=task).order_by("id")
@@ -381,7 +648,11 @@ def read_history(request: HttpRequest, task_id: UUID, params: Query[HistoryQuery
     })
 
 
-@router.post("/tasks/{task_id}/transitions", summary="Move the task along its workflow")
+@router.post(
+    "/tasks/{task_id}/transitions",
+    summary="Move the task along its workflow",
+    response=responses({200: TaskOut}, 404, 409, body=True),
+)
 def transition(request: HttpRequest, task_id: UUID, payload: TransitionIn) -> HttpResponse:
     task = _task(request, task_id)
     transition_task(
@@ -391,7 +662,12 @@ def transition(request: HttpRequest, task_id: UUID, payload: TransitionIn) -> Ht
     return json_response(task_to_dict(task, steps=task_steps(task)))
 
 
-@router.get("/tasks/{task_id}/steps/{key}", summary="One step, with all its attempts' history")
+@router.get(
+    "/tasks/{task_id}/steps/{key}",
+    summary="One step, with all its attempts' history",
+    response=responses({200: StepDetailOut}, 404),
+    by_alias=True,
+)
 def read_step(request: HttpRequest, task_id: UUID, key: str) -> HttpResponse:
     task = _task(request, task_id)
     step = Step.objects.select_related("agent").filter(task=task, key=key).first()
@@ -401,7 +677,11 @@ def read_step(request: HttpRequest, task_id: UUID, key: str) -> HttpResponse:
     return json_response({**step_to_dict(step), "history": [history_to_dict(h) for h in history]})
 
 
-@router.put("/tasks/{task_id}/steps/{key}", summary="Report a step's progress")
+@router.put(
+    "/tasks/{task_id}/steps/{key}",
+    summary="Report a step's progress",
+    response=responses({200: StepUpdateOut}, 404, 409, body=True),
+)
 def put_step(request: HttpRequest, task_id: UUID, key: str, payload: StepIn) -> HttpResponse:
     task = _task(request, task_id)
     deadline = None
@@ -438,9 +718,16 @@ def put_step(request: HttpRequest, task_id: UUID, key: str, payload: StepIn) -> 
     "/tasks/{task_id}/signals/{name}",
     summary="Deliver a signal (API key, or the task's signal token)",
     auth=[KeyOrSignalTokenBearer(), SignalTokenHeader(), SignalTokenQuery()],
+    response=responses({200: SignalOut, 202: SignalOut}, 404, 409, body=True),
+    openapi_extra={"responses": {202: {
+        "description": "Stored; no step waits on it yet: the first wait on it will consume it"
+    }}},
 )
 def signal(
-    request: HttpRequest, task_id: UUID, name: str, payload: SignalIn | None = None
+    request: HttpRequest,
+    task_id: UUID,
+    name: str = Path(..., pattern=IDENT_RE.pattern, description="the signal: an identifier"),
+    payload: SignalIn | None = None,
 ) -> HttpResponse:
     auth = request.auth  # type: ignore[attr-defined]
     if isinstance(auth, SignalGrant):
@@ -477,7 +764,11 @@ def signal(
 # --- Links ------------------------------------------------------------------------------------
 
 
-@router.get("/tasks/{task_id}/sessions", summary="The sessions linked to a task")
+@router.get(
+    "/tasks/{task_id}/sessions",
+    summary="The sessions linked to a task",
+    response=responses({200: TaskSessionsOut}, 404),
+)
 def task_sessions(request: HttpRequest, task_id: UUID) -> HttpResponse:
     task = _task(request, task_id)
     return json_response({"sessions": [
@@ -487,7 +778,11 @@ def task_sessions(request: HttpRequest, task_id: UUID) -> HttpResponse:
     ]})
 
 
-@router.post("/tasks/{task_id}/sessions", summary="Link sessions to a task")
+@router.post(
+    "/tasks/{task_id}/sessions",
+    summary="Link sessions to a task",
+    response=responses({200: LinkOut}, 404, body=True),
+)
 def link(request: HttpRequest, task_id: UUID, payload: LinkIn) -> HttpResponse:
     task = _task(request, task_id)
     linked = link_sessions(task, payload.session_ids, actor=_actor(request))
@@ -497,14 +792,22 @@ def link(request: HttpRequest, task_id: UUID, payload: LinkIn) -> HttpResponse:
     })
 
 
-@router.delete("/tasks/{task_id}/sessions/{session_id}", summary="Unlink a session from a task")
+@router.delete(
+    "/tasks/{task_id}/sessions/{session_id}",
+    summary="Unlink a session from a task",
+    response=responses({200: UnlinkOut}, 404),
+)
 def unlink(request: HttpRequest, task_id: UUID, session_id: UUID) -> HttpResponse:
     task = _task(request, task_id)
     removed = unlink_session(task, session_id, actor=_actor(request))
     return json_response({"unlinked": removed, "session_ids": session_ids_for_task(task)})
 
 
-@router.get("/sessions/{session_id}/tasks", summary="The tasks linked to a session")
+@router.get(
+    "/sessions/{session_id}/tasks",
+    summary="The tasks linked to a session",
+    response=responses({200: SessionTasksOut}, 404),
+)
 def session_tasks(request: HttpRequest, session_id: UUID) -> HttpResponse:
     session = get_session_for_key(_key(request), session_id)
     return json_response({"tasks": [
@@ -515,7 +818,13 @@ def session_tasks(request: HttpRequest, session_id: UUID) -> HttpResponse:
 # --- Workflow definitions ---------------------------------------------------------------------
 
 
-@router.post("/workflows", summary="Register a workflow definition (a new version)")
+@router.post(
+    "/workflows",
+    summary="Register a workflow definition (a new version)",
+    response=responses({201: WorkflowOut, 200: WorkflowOut}, 409, body=True),
+    openapi_extra={"responses": {200: {"description": "This very definition, registered before"}}},
+    by_alias=True,
+)
 def register(request: HttpRequest, payload: WorkflowIn) -> HttpResponse:
     api_key = _key(request)
     data = payload.model_dump(by_alias=True)
@@ -523,7 +832,12 @@ def register(request: HttpRequest, payload: WorkflowIn) -> HttpResponse:
     return json_response(workflow_to_dict(definition), status=201 if created else 200)
 
 
-@router.get("/workflows", summary="Workflow definitions this project can start")
+@router.get(
+    "/workflows",
+    summary="Workflow definitions this project can start",
+    response=responses({200: WorkflowListOut}),
+    by_alias=True,
+)
 def list_workflows(request: HttpRequest, params: Query[WorkflowQuery]) -> HttpResponse:
     qs = visible_workflows(_key(request).project_id)
     if params.name:
@@ -531,7 +845,12 @@ def list_workflows(request: HttpRequest, params: Query[WorkflowQuery]) -> HttpRe
     return json_response({"workflows": [workflow_to_dict(d) for d in qs]})
 
 
-@router.get("/workflows/{name}", summary="One workflow definition (latest, or ?version=)")
+@router.get(
+    "/workflows/{name}",
+    summary="One workflow definition (latest, or ?version=)",
+    response=responses({200: WorkflowOut}, 404),
+    by_alias=True,
+)
 def read_workflow(request: HttpRequest, name: str, version: int | None = None) -> HttpResponse:
     try:
         definition = resolve_workflow(_key(request).project_id, name, version)

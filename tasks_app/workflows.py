@@ -132,7 +132,7 @@ class _Problems(list[str]):
 
 
 def _ident(value: Any, where: str, problems: _Problems) -> str:
-    if not isinstance(value, str) or not IDENT_RE.match(value):
+    if not isinstance(value, str) or not IDENT_RE.fullmatch(value):
         problems.append(
             f"{where}: {value!r} is not an identifier (lowercase letters, digits, underscores; "
             "starting with a letter; at most 100 characters)"

@@ -69,7 +69,7 @@ def deliver_signal(
     A repeated `idempotency_key` returns the original delivery (replayed=True), writing nothing.
     Locks the task row and moves its version on. Publishes SignalReceived.
     """
-    if not IDENT_RE.match(name):
+    if not IDENT_RE.fullmatch(name):
         raise InvalidInput("A signal name is an identifier.", detail={"signal": name})
     if payload is not None and not isinstance(payload, dict):
         raise InvalidInput("A signal payload must be a JSON object.")

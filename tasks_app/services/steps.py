@@ -70,7 +70,7 @@ def update_step(
     if status != StepStatus.FAILED and error is not None:
         raise InvalidInput('Only a failed step takes an "error".')
     if status == StepStatus.WAITING:
-        if not waiting_on or not IDENT_RE.match(waiting_on):
+        if not waiting_on or not IDENT_RE.fullmatch(waiting_on):
             raise InvalidInput(
                 'A waiting step needs "waiting_on" with a signal name (an identifier).'
             )
