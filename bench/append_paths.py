@@ -56,8 +56,20 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 PG_HOST, PG_PORT, PG_USER = "127.0.0.1", 5432, "postgres"
 SECRET_KEY = "bench-only-secret-key-not-for-production-0123456789"
-RAW_COLUMNS = ("session_id", "seq", "kind", "tier", "role", "content", "text", "tokens", "cost",
-               "actor", "idempotency_key", "created_at")
+RAW_COLUMNS = (
+    "session_id",
+    "seq",
+    "kind",
+    "tier",
+    "role",
+    "content",
+    "text",
+    "tokens",
+    "cost",
+    "actor",
+    "idempotency_key",
+    "created_at",
+)
 
 
 # --- Helpers ---------------------------------------------------------------------------------
@@ -77,9 +89,16 @@ def summary(rounds: list[list[tuple[float, float]]], events_per_call: int = 1) -
     cpu = [c for r in rounds for _, c in r]
     medians = [statistics.median(w for w, _ in r) for r in rounds if r]
     mean = statistics.fmean(wall)
-    return {"n": len(wall), "p50": pct(wall, 0.5), "p95": pct(wall, 0.95), "mean": mean,
-            "best_round_p50": min(medians), "worst_round_p50": max(medians),
-            "cpu_mean": statistics.fmean(cpu), "events_per_s": events_per_call * 1000 / mean}
+    return {
+        "n": len(wall),
+        "p50": pct(wall, 0.5),
+        "p95": pct(wall, 0.95),
+        "mean": mean,
+        "best_round_p50": min(medians),
+        "worst_round_p50": max(medians),
+        "cpu_mean": statistics.fmean(cpu),
+        "events_per_s": events_per_call * 1000 / mean,
+    }
 
 
 def log(message: str) -> None:
@@ -89,8 +108,9 @@ def log(message: str) -> None:
 def pg_connect(db: str, autocommit: bool = False):  # type: ignore[no-untyped-def]
     import psycopg
 
-    return psycopg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=db,
-                           autocommit=autocommit)
+    return psycopg.connect(
+        host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=db, autocommit=autocommit
+    )
 
 
 def recreate_database(db: str) -> None:
@@ -107,8 +127,23 @@ def loadavg() -> str:
 
 
 def content(rng: random.Random, i: int) -> dict[str, Any]:
-    words = ["order", "refund", "customer", "shipping", "invoice", "status", "agent", "tool",
-             "account", "billing", "delivery", "support", "update", "request", "policy"]
+    words = [
+        "order",
+        "refund",
+        "customer",
+        "shipping",
+        "invoice",
+        "status",
+        "agent",
+        "tool",
+        "account",
+        "billing",
+        "delivery",
+        "support",
+        "update",
+        "request",
+        "policy",
+    ]
     text = " ".join(rng.choice(words) for _ in range(rng.randint(30, 60)))
     return {"text": f"#{i} {text}"}
 
@@ -149,8 +184,12 @@ class App:
             realtime._send_rollback_unsafe = lambda groups, message: None
 
     def draft(self, rng: random.Random, i: int) -> Any:
-        return self.EventDraft(kind="message", role=rng.choice(["user", "assistant"]),
-                               content=content(rng, i), tokens=rng.randint(20, 200))
+        return self.EventDraft(
+            kind="message",
+            role=rng.choice(["user", "assistant"]),
+            content=content(rng, i),
+            tokens=rng.randint(20, 200),
+        )
 
 
 # --- Measurements ----------------------------------------------------------------------------
@@ -166,24 +205,39 @@ class Raw:
         self.conn = pg_connect(db)
         self.conn.execute("DROP TABLE IF EXISTS bench_raw_event")
         # Same columns as sessions_app_event; only the primary key (no FK, trigger, GIN index).
-        self.conn.execute("CREATE TABLE bench_raw_event (LIKE sessions_app_event "
-                          "INCLUDING DEFAULTS)")
+        self.conn.execute(
+            "CREATE TABLE bench_raw_event (LIKE sessions_app_event INCLUDING DEFAULTS)"
+        )
         self.conn.execute("ALTER TABLE bench_raw_event ADD PRIMARY KEY (session_id, seq)")
         self.conn.commit()
         self.session_id = uuid.uuid4()
         self.seq = 0
         placeholders = ", ".join(["%s"] * len(RAW_COLUMNS))
-        self.insert_one = (f"INSERT INTO bench_raw_event ({', '.join(RAW_COLUMNS)}) "
-                           f"VALUES ({placeholders})")
-        self.insert_100 = (f"INSERT INTO bench_raw_event ({', '.join(RAW_COLUMNS)}) VALUES "
-                           + ", ".join([f"({placeholders})"] * 100))
+        self.insert_one = (
+            f"INSERT INTO bench_raw_event ({', '.join(RAW_COLUMNS)}) VALUES ({placeholders})"
+        )
+        self.insert_100 = (
+            f"INSERT INTO bench_raw_event ({', '.join(RAW_COLUMNS)}) VALUES "
+            + ", ".join([f"({placeholders})"] * 100)
+        )
 
     def row(self, rng: random.Random) -> tuple[Any, ...]:
         self.seq += 1
         body = content(rng, self.seq)
-        return (self.session_id, self.seq, "message", "transient", "user", self.Jsonb(body),
-                body["text"], rng.randint(20, 200), 0, "key:raw", None,
-                dt.datetime.now(dt.UTC))
+        return (
+            self.session_id,
+            self.seq,
+            "message",
+            "transient",
+            "user",
+            self.Jsonb(body),
+            body["text"],
+            rng.randint(20, 200),
+            0,
+            "key:raw",
+            None,
+            dt.datetime.now(dt.UTC),
+        )
 
     def one(self, rng: random.Random, *, autocommit: bool) -> tuple[float, float]:
         self.conn.autocommit = autocommit
@@ -246,7 +300,8 @@ def render(results: dict[str, Any]) -> str:
             f"{s['best_round_p50']:>8.3f}{s['worst_round_p50']:>8.3f}{s['cpu_mean']:>7.3f}"
             f"{s['events_per_s']:>10,.0f}{s['p50'] / b['p50']:>8.2f}x"
             f"{s['best_round_p50'] / b['best_round_p50']:>8.2f}x"
-            f"{s['cpu_mean'] / b['cpu_mean']:>8.2f}x")
+            f"{s['cpu_mean'] / b['cpu_mean']:>8.2f}x"
+        )
     lines.append("")
     return "\n".join(lines)
 
@@ -255,10 +310,12 @@ def render(results: dict[str, Any]) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--db", default="switchboard_bench_append",
-                        help="scratch database (dropped and recreated)")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--db", default="switchboard_bench_append", help="scratch database (dropped and recreated)"
+    )
     parser.add_argument("--appends", type=int, default=2000, help="single appends (and raw rows)")
     parser.add_argument("--batches", type=int, default=200, help="batches of 100")
     parser.add_argument("--lifecycle", type=int, default=200, help="pause/resume pairs")
@@ -273,8 +330,10 @@ def main() -> int:
     recreate_database(args.db)
     env = {
         "DATABASE_URL": f"postgres://{PG_USER}@{PG_HOST}:{PG_PORT}/{args.db}",
-        "DJANGO_SETTINGS_MODULE": "config.settings", "DEBUG": "false",
-        "SECRET_KEY": SECRET_KEY, "LOG_LEVEL": "WARNING",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DEBUG": "false",
+        "SECRET_KEY": SECRET_KEY,
+        "LOG_LEVEL": "WARNING",
         "CACHE_KEY_PREFIX": f"bench-append-{os.getpid()}",
     }
     os.environ.update(env)
@@ -282,8 +341,12 @@ def main() -> int:
         os.environ["REDIS_URL"] = args.redis_url
     else:
         os.environ.pop("REDIS_URL", None)
-    subprocess.run([sys.executable, "manage.py", "migrate", "--verbosity", "0"], cwd=ROOT,
-                   env=dict(os.environ), check=True)
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--verbosity", "0"],
+        cwd=ROOT,
+        env=dict(os.environ),
+        check=True,
+    )
 
     sys.path.insert(0, str(ROOT))
     import django
@@ -295,8 +358,10 @@ def main() -> int:
     app = App()
     if args.send == "stub":
         app.stub_live_send()
-    log(f"layout {app.layout}; live send: {args.send} "
-        f"({settings.CHANNEL_LAYERS['default']['BACKEND'].rsplit('.', 1)[-1]})")
+    log(
+        f"layout {app.layout}; live send: {args.send} "
+        f"({settings.CHANNEL_LAYERS['default']['BACKEND'].rsplit('.', 1)[-1]})"
+    )
 
     actor = app.Actor.system("bench")
     project = app.create_project(f"bench-{uuid.uuid4().hex[:8]}")
@@ -317,8 +382,14 @@ def main() -> int:
         app.pause(moving, actor=actor)
         app.resume(moving, actor=actor)
 
-    keys = ("raw_single_autocommit", "raw_single_tx", "service_single", "raw_batch_100",
-            "service_batch_100", "lifecycle")
+    keys = (
+        "raw_single_autocommit",
+        "raw_single_tx",
+        "service_single",
+        "raw_batch_100",
+        "service_batch_100",
+        "lifecycle",
+    )
     by_round: dict[str, list[list[tuple[float, float]]]] = {k: [] for k in keys}
     load_before = loadavg()
     started = time.monotonic()
@@ -331,13 +402,13 @@ def main() -> int:
             samples["raw_single_autocommit"].append(raw.one(rng, autocommit=True))
             samples["raw_single_tx"].append(raw.one(rng, autocommit=False))
             draft = app.draft(rng, i)
-            samples["service_single"].append(
-                timed(app.append_events, single, [draft], actor=actor))
+            samples["service_single"].append(timed(app.append_events, single, [draft], actor=actor))
         for _ in range(args.batches // args.rounds):
             samples["raw_batch_100"].append(raw.hundred(rng))
             drafts = [app.draft(rng, i) for i in range(100)]
             samples["service_batch_100"].append(
-                timed(app.append_events, batched, drafts, actor=actor))
+                timed(app.append_events, batched, drafts, actor=actor)
+            )
         for _ in range(args.lifecycle // args.rounds):
             samples["lifecycle"].append(timed(app.pause, moving, actor=actor))
             samples["lifecycle"].append(timed(app.resume, moving, actor=actor))
@@ -346,18 +417,30 @@ def main() -> int:
     with connection.cursor() as cursor:
         cursor.execute("SHOW server_version")
         pg_version = cursor.fetchone()[0]
-    git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                         text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--", "core", "sessions_app",
-                            "config"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    git = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--", "core", "sessions_app", "config"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     results = {
         "config": {
-            "root": str(ROOT), "git": git + ("+dirty" if dirty else ""), "layout": app.layout,
+            "root": str(ROOT),
+            "git": git + ("+dirty" if dirty else ""),
+            "layout": app.layout,
             "appends": sum(map(len, by_round["service_single"])),
             "batches": sum(map(len, by_round["service_batch_100"])),
-            "lifecycle": sum(map(len, by_round["lifecycle"])) // 2, "rounds": args.rounds,
-            "send": args.send, "postgres": pg_version, "python": platform.python_version(),
-            "cpus": os.cpu_count(), "load_before": load_before, "load_after": loadavg(),
+            "lifecycle": sum(map(len, by_round["lifecycle"])) // 2,
+            "rounds": args.rounds,
+            "send": args.send,
+            "postgres": pg_version,
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "load_before": load_before,
+            "load_after": loadavg(),
             "seconds": round(elapsed, 1),
             "snapshot_every": settings.SWITCHBOARD_SNAPSHOT_EVERY,
         },

@@ -63,19 +63,43 @@ USERNAME, PASSWORD = "bench-operator", "bench-operator-password-91"
 
 TARGETS = {"list": 100.0, "page": 150.0, "live": 100.0}  # p95, ms
 
-REFERENCE = ("Google ADK's session listing was reported to take 40-74 s at 5,000-10,000 "
-             "sessions (issue material; other machine, not measured here)")
+REFERENCE = (
+    "Google ADK's session listing was reported to take 40-74 s at 5,000-10,000 "
+    "sessions (issue material; other machine, not measured here)"
+)
 
-AGENTS = ["support-agent", "billing-agent", "research-agent", "triage-bot", "sales-assistant",
-          "onboarding-guide", "refund-processor", "qa-reviewer", "scheduler", "translator",
-          "data-analyst", "escalation-handler"]
-TOPICS = ["Refund request", "Password reset", "Invoice question", "Shipment delayed",
-          "Plan upgrade", "Research brief", "Contract renewal", "Bug report", "Data export",
-          "Account closure", "Quarterly report", "Onboarding call"]
+AGENTS = [
+    "support-agent",
+    "billing-agent",
+    "research-agent",
+    "triage-bot",
+    "sales-assistant",
+    "onboarding-guide",
+    "refund-processor",
+    "qa-reviewer",
+    "scheduler",
+    "translator",
+    "data-analyst",
+    "escalation-handler",
+]
+TOPICS = [
+    "Refund request",
+    "Password reset",
+    "Invoice question",
+    "Shipment delayed",
+    "Plan upgrade",
+    "Research brief",
+    "Contract renewal",
+    "Bug report",
+    "Data export",
+    "Account closure",
+    "Quarterly report",
+    "Onboarding call",
+]
 CHANNELS = ["email", "chat", "chat", "chat", "voice", "api"]
 REGIONS = ["eu-west", "us-east", "us-west", "ap-south"]
 RARE_WORD = "xylophone"  # not in ingest.WORDS: only where this script puts it
-COMMON_WORD = "refund"   # in ingest.WORDS: in about a fifth of the messages
+COMMON_WORD = "refund"  # in ingest.WORDS: in about a fifth of the messages
 
 
 # --------------------------------------------------------------------------------------------
@@ -97,8 +121,10 @@ def timing_app():  # type: ignore[no-untyped-def]
         async def timed_send(message):  # type: ignore[no-untyped-def]
             if message["type"] == "http.response.start":
                 timing = f"app;dur={(time.perf_counter() - t0) * 1000:.3f}".encode()
-                message = {**message,
-                           "headers": [*message.get("headers", []), (b"server-timing", timing)]}
+                message = {
+                    **message,
+                    "headers": [*message.get("headers", []), (b"server-timing", timing)],
+                }
             await send(message)
 
         return await application(scope, receive, timed_send)
@@ -108,31 +134,57 @@ def timing_app():  # type: ignore[no-untyped-def]
 
 def dash_env(db: str) -> dict[str, str]:
     env = ib.server_env(db)
-    env.update({
-        "ALLOWED_HOSTS": "127.0.0.1",
-        # Plain http on loopback: the cookies must not be Secure-only (DEBUG=false defaults).
-        "SESSION_COOKIE_SECURE": "false",
-        "CSRF_COOKIE_SECURE": "false",
-        "REDIS_URL": ib.REDIS_URL,
-        "CACHE_KEY_PREFIX": f"switchboard-bench-dash-{os.getpid()}",
-        "PYTHONPATH": str(ROOT),
-    })
+    env.update(
+        {
+            "ALLOWED_HOSTS": "127.0.0.1",
+            # Plain http on loopback: the cookies must not be Secure-only (DEBUG=false defaults).
+            "SESSION_COOKIE_SECURE": "false",
+            "CSRF_COOKIE_SECURE": "false",
+            "REDIS_URL": ib.REDIS_URL,
+            "CACHE_KEY_PREFIX": f"switchboard-bench-dash-{os.getpid()}",
+            "PYTHONPATH": str(ROOT),
+        }
+    )
     return env
 
 
 class Server:
     def __init__(self, db: str, port: int, workers: int) -> None:
         self.port = port
-        self.label = (f"uvicorn --workers {workers} --http httptools --loop uvloop "
-                      "(config.asgi:application behind a Server-Timing wrapper)")
-        cmd = [str(VENV_BIN / "uvicorn"), "--factory", "bench.dashboard:timing_app",
-               "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers),
-               "--http", "httptools", "--loop", "uvloop", "--lifespan", "off",
-               "--no-access-log", "--log-level", "warning"]
+        self.label = (
+            f"uvicorn --workers {workers} --http httptools --loop uvloop "
+            "(config.asgi:application behind a Server-Timing wrapper)"
+        )
+        cmd = [
+            str(VENV_BIN / "uvicorn"),
+            "--factory",
+            "bench.dashboard:timing_app",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+            "--http",
+            "httptools",
+            "--loop",
+            "uvloop",
+            "--lifespan",
+            "off",
+            "--no-access-log",
+            "--log-level",
+            "warning",
+        ]
         self.log_path = ROOT / "bench" / "results" / f"dash-server-{port}.log"
         self.log_file = open(self.log_path, "w")  # noqa: SIM115
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=dash_env(db), stdout=self.log_file,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd,
+            cwd=ROOT,
+            env=dash_env(db),
+            stdout=self.log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def wait_ready(self, timeout: float = 60) -> None:
         import httpx
@@ -140,11 +192,16 @@ class Server:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited; see {self.log_path}:\n"
-                                   + self.log_path.read_text()[-2000:])
+                raise RuntimeError(
+                    f"server exited; see {self.log_path}:\n" + self.log_path.read_text()[-2000:]
+                )
             with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"http://127.0.0.1:{self.port}/accounts/login/",
-                             timeout=5).status_code == 200:
+                if (
+                    httpx.get(
+                        f"http://127.0.0.1:{self.port}/accounts/login/", timeout=5
+                    ).status_code
+                    == 200
+                ):
                     return
             time.sleep(0.2)
         raise RuntimeError(f"server not ready after {timeout}s; see {self.log_path}")
@@ -181,8 +238,12 @@ class Interference:
 
     def _ours(self) -> float:
         t = os.times()
-        return (t.user + t.system + ib.tree_cpu(self.server.proc.pid)
-                + ib.pg_backends_cpu(self.conn, self.db))
+        return (
+            t.user
+            + t.system
+            + ib.tree_cpu(self.server.proc.pid)
+            + ib.pg_backends_cpu(self.conn, self.db)
+        )
 
     def __enter__(self) -> Interference:
         self.t0, self.busy0, self.ours0 = time.perf_counter(), busy_cpu_seconds(), self._ours()
@@ -199,9 +260,11 @@ class Interference:
 # --------------------------------------------------------------------------------------------
 
 
-SESSION_COLUMNS = ("id, project_id, agent_id, external_id, title, status, metadata, head_seq,"
-                   " tokens_used, cost_used, budget_max_tokens, budget_max_cost, parent_id,"
-                   " fork_seq, ancestry, created_at, updated_at, closed_at, archived_at")
+SESSION_COLUMNS = (
+    "id, project_id, agent_id, external_id, title, status, metadata, head_seq,"
+    " tokens_used, cost_used, budget_max_tokens, budget_max_cost, parent_id,"
+    " fork_seq, ancestry, created_at, updated_at, closed_at, archived_at"
+)
 
 LIFECYCLE_PATHS = {
     "open": [],
@@ -221,8 +284,16 @@ def _status_for(age: dt.timedelta, rng: random.Random) -> str:
     return "closed" if r < 0.55 else "archived" if r < 0.95 else "paused" if r < 0.97 else "open"
 
 
-def load_sessions(conn, factory: ib.ContentFactory, *, project_id: int, agents: dict[str, int],  # type: ignore[no-untyped-def]
-                  n: int, now: dt.datetime, seed: int) -> dict[str, Any]:
+def load_sessions(
+    conn,
+    factory: ib.ContentFactory,
+    *,
+    project_id: int,
+    agents: dict[str, int],  # type: ignore[no-untyped-def]
+    n: int,
+    now: dt.datetime,
+    seed: int,
+) -> dict[str, Any]:
     """COPY `n` sessions and their (few) events. Returns what the measurements pick from."""
     rng = random.Random(seed)
     agent_names = list(agents)
@@ -235,20 +306,30 @@ def load_sessions(conn, factory: ib.ContentFactory, *, project_id: int, agents: 
         updated = min(created + duration, now - dt.timedelta(seconds=rng.randint(1, 300)))
         status = _status_for(age, rng)
         customer = f"cust-{int(5000 * rng.random() ** 3):04d}"
-        metadata: dict[str, Any] = {"customer": customer, "channel": rng.choice(CHANNELS),
-                                    "region": rng.choice(REGIONS),
-                                    "priority": rng.choice(["low", "normal", "normal", "high"])}
+        metadata: dict[str, Any] = {
+            "customer": customer,
+            "channel": rng.choice(CHANNELS),
+            "region": rng.choice(REGIONS),
+            "priority": rng.choice(["low", "normal", "normal", "high"]),
+        }
         if rng.random() < 0.1:
             metadata["experiment"] = rng.choice(["A", "B"])
         agent = rng.choices(agent_names, agent_weights)[0]
         own = min(int(rng.expovariate(1 / 5)), 150)
-        rows.append({
-            "id": uuid.UUID(int=rng.getrandbits(128), version=4), "agent": agent,
-            "external_id": f"run-{i:07d}" if rng.random() < 0.6 else None,
-            "title": f"{rng.choice(TOPICS)} — {customer}", "status": status,
-            "metadata": metadata, "own": own, "created": created, "updated": updated,
-            "budget": rng.choice([None, None, None, 200_000, 1_000_000]),
-        })
+        rows.append(
+            {
+                "id": uuid.UUID(int=rng.getrandbits(128), version=4),
+                "agent": agent,
+                "external_id": f"run-{i:07d}" if rng.random() < 0.6 else None,
+                "title": f"{rng.choice(TOPICS)} — {customer}",
+                "status": status,
+                "metadata": metadata,
+                "own": own,
+                "created": created,
+                "updated": updated,
+                "budget": rng.choice([None, None, None, 200_000, 1_000_000]),
+            }
+        )
     rows.sort(key=lambda r: r["created"])  # events then arrive roughly in time order
     rare_sessions = set(rng.sample(range(n), min(25, n)))
     rendered: dict[int, str] = {}
@@ -288,8 +369,10 @@ def load_sessions(conn, factory: ib.ContentFactory, *, project_id: int, agents: 
                         actor = "user:operator" if to in ("resumed",) else "system"
                     tokens_total += tokens
                     tier = "durable" if kind in ib.DURABLE else "transient"
-                    chunk.append(f"{sid}\t{seq}\t{kind}\t{tier}\t{role}\t{content_json}\t"
-                                 f"{esc(text)}\t{tokens}\t0.000000\t{actor}\t\\N\t{ts}\n")
+                    chunk.append(
+                        f"{sid}\t{seq}\t{kind}\t{tier}\t{role}\t{content_json}\t"
+                        f"{esc(text)}\t{tokens}\t0.000000\t{actor}\t\\N\t{ts}\n"
+                    )
                 row["head"] = head
                 row["tokens"] = tokens_total
                 event_count += head
@@ -303,15 +386,19 @@ def load_sessions(conn, factory: ib.ContentFactory, *, project_id: int, agents: 
             for row in rows:
                 status = row["status"]
                 closed = row["updated"].isoformat() if status in ("closed", "archived") else "\\N"
-                archived = ((row["updated"] + dt.timedelta(days=30)).isoformat()
-                            if status == "archived" else "\\N")
+                archived = (
+                    (row["updated"] + dt.timedelta(days=30)).isoformat()
+                    if status == "archived"
+                    else "\\N"
+                )
                 chunk.append(
                     f"{row['id']}\t{project_id}\t{agents[row['agent']]}\t"
                     f"{row['external_id'] or '\\N'}\t{esc(row['title'])}\t{status}\t"
                     f"{esc(json.dumps(row['metadata']))}\t{row['head']}\t{row['tokens']}\t"
                     f"0.000000\t{row['budget'] if row['budget'] else '\\N'}\t\\N\t\\N\t\\N\t[]\t"
                     f"{row['created'].isoformat()}\t{row['updated'].isoformat()}\t{closed}\t"
-                    f"{archived}\n")
+                    f"{archived}\n"
+                )
                 if len(chunk) >= 5000:
                     copy.write("".join(chunk))
                     chunk.clear()
@@ -321,16 +408,27 @@ def load_sessions(conn, factory: ib.ContentFactory, *, project_id: int, agents: 
     return {"rows": rows, "events": event_count}
 
 
-def link_tasks(conn, rows: list[dict[str, Any]], task_ids: list[uuid.UUID], extra: list[uuid.UUID],  # type: ignore[no-untyped-def]
-               now: dt.datetime, seed: int, share: float = 0.06) -> int:
+def link_tasks(
+    conn,
+    rows: list[dict[str, Any]],
+    task_ids: list[uuid.UUID],
+    extra: list[uuid.UUID],  # type: ignore[no-untyped-def]
+    now: dt.datetime,
+    seed: int,
+    share: float = 0.06,
+) -> int:
     """COPY task links for about `share` of the sessions (and every session in `extra`)."""
     rng = random.Random(seed)
-    links = [(rng.choice(task_ids), row["id"], row["created"]) for row in rows
-             if rng.random() < share]
+    links = [
+        (rng.choice(task_ids), row["id"], row["created"]) for row in rows if rng.random() < share
+    ]
     links += [(task_ids[0], sid, now) for sid in extra]
-    with conn.cursor() as cur, cur.copy(
+    with (
+        conn.cursor() as cur,
+        cur.copy(
             "COPY tasks_app_tasksession (task_id, session_id, linked_by, created_at) FROM STDIN"
-    ) as copy:
+        ) as copy,
+    ):
         copy.write("".join(f"{t}\t{s}\tkey:bench\t{c.isoformat()}\n" for t, s, c in links))
     conn.commit()
     return len(links)
@@ -342,8 +440,12 @@ def link_tasks(conn, rows: list[dict[str, Any]], task_ids: list[uuid.UUID], extr
 
 
 def stats(values: list[float]) -> dict[str, float]:
-    return {"n": len(values), "p50": statistics.median(values) if values else float("nan"),
-            "p95": ib.pct(values, 0.95), "max": max(values) if values else float("nan")}
+    return {
+        "n": len(values),
+        "p50": statistics.median(values) if values else float("nan"),
+        "p95": ib.pct(values, 0.95),
+        "max": max(values) if values else float("nan"),
+    }
 
 
 def server_ms(response: Any) -> float:
@@ -362,14 +464,22 @@ class Sampler:
         self.bytes: dict[str, int] = {}
         self.cpu_ms: dict[str, float] = {}  # server + PostgreSQL CPU per request
 
-    def get(self, name: str, url: str, *, headers: dict[str, str] | None = None,
-            record: bool = True, expect: int = 200) -> Any:
+    def get(
+        self,
+        name: str,
+        url: str,
+        *,
+        headers: dict[str, str] | None = None,
+        record: bool = True,
+        expect: int = 200,
+    ) -> Any:
         t0 = time.perf_counter_ns()
         response = self.client.get(url, headers=headers)
         elapsed = (time.perf_counter_ns() - t0) / 1e6
         if response.status_code != expect:
-            raise RuntimeError(f"{name}: GET {url} -> HTTP {response.status_code}: "
-                               f"{response.text[:400]!r}")
+            raise RuntimeError(
+                f"{name}: GET {url} -> HTTP {response.status_code}: {response.text[:400]!r}"
+            )
         if record:
             self.client_ms.setdefault(name, []).append(elapsed)
             self.server_ms.setdefault(name, []).append(server_ms(response))
@@ -377,8 +487,12 @@ class Sampler:
         return response
 
     def summary(self, name: str) -> dict[str, Any]:
-        return {"client": stats(self.client_ms[name]), "server": stats(self.server_ms[name]),
-                "bytes": self.bytes.get(name, 0), "cpu_ms": self.cpu_ms.get(name)}
+        return {
+            "client": stats(self.client_ms[name]),
+            "server": stats(self.server_ms[name]),
+            "bytes": self.bytes.get(name, 0),
+            "cpu_ms": self.cpu_ms.get(name),
+        }
 
 
 def sign_in(client: Any) -> None:
@@ -386,9 +500,15 @@ def sign_in(client: Any) -> None:
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)
     if page.status_code != 200 or not token:
         raise RuntimeError(f"login page: HTTP {page.status_code}")
-    response = client.post("/accounts/login/", data={
-        "username": USERNAME, "password": PASSWORD, "csrfmiddlewaretoken": token.group(1),
-        "next": "/"})
+    response = client.post(
+        "/accounts/login/",
+        data={
+            "username": USERNAME,
+            "password": PASSWORD,
+            "csrfmiddlewaretoken": token.group(1),
+            "next": "/",
+        },
+    )
     if response.status_code != 302 or "sessionid" not in client.cookies:
         raise RuntimeError(f"sign-in failed: HTTP {response.status_code} {response.text[:300]!r}")
 
@@ -413,8 +533,12 @@ def raw_sql_timings(conn, sqls: list[str], repeat: int) -> dict[str, Any]:  # ty
                 samples.append((time.perf_counter_ns() - t0) / 1e6)
             per_stmt.append(statistics.median(samples))
     conn.rollback()
-    return {"total_ms": sum(per_stmt), "statements": len(sqls), "max_ms": max(per_stmt, default=0),
-            "per_statement_ms": [round(v, 3) for v in per_stmt]}
+    return {
+        "total_ms": sum(per_stmt),
+        "statements": len(sqls),
+        "max_ms": max(per_stmt, default=0),
+        "per_statement_ms": [round(v, 3) for v in per_stmt],
+    }
 
 
 def explain(conn, sql: str) -> str:  # type: ignore[no-untyped-def]
@@ -434,8 +558,11 @@ def page_queries(client: Any, url: str, headers: dict[str, str] | None = None) -
         response = client.get(url, headers=headers or {})
     if response.status_code != 200:
         raise RuntimeError(f"in-process {url}: HTTP {response.status_code}")
-    return [q["sql"] for q in ctx.captured_queries
-            if q["sql"].lstrip().upper().startswith(("SELECT", "WITH"))]
+    return [
+        q["sql"]
+        for q in ctx.captured_queries
+        if q["sql"].lstrip().upper().startswith(("SELECT", "WITH"))
+    ]
 
 
 # --------------------------------------------------------------------------------------------
@@ -443,27 +570,39 @@ def page_queries(client: Any, url: str, headers: dict[str, str] | None = None) -
 # --------------------------------------------------------------------------------------------
 
 
-async def live_latency(port: int, session_id: str, cookie: str, api_key: str, head: int,
-                       n: int, warm: int) -> dict[str, Any]:
+async def live_latency(
+    port: int, session_id: str, cookie: str, api_key: str, head: int, n: int, warm: int
+) -> dict[str, Any]:
     import httpx
     import websockets
 
     origin = f"http://127.0.0.1:{port}"
-    url = (f"ws://127.0.0.1:{port}/ws/sessions/{session_id}/"
-           f"?order=desc&after_seq={head}&rows=1")
+    url = f"ws://127.0.0.1:{port}/ws/sessions/{session_id}/?order=desc&after_seq={head}&rows=1"
     total, after_response, append_ms = [], [], []
     rng = random.Random(5)
-    async with httpx.AsyncClient(base_url=origin, headers={
-            "Authorization": f"Bearer {api_key}"}) as api, websockets.connect(
-            url, additional_headers={"Cookie": f"sessionid={cookie}", "Origin": origin},
-            max_size=None) as ws:
+    async with (
+        httpx.AsyncClient(base_url=origin, headers={"Authorization": f"Bearer {api_key}"}) as api,
+        websockets.connect(
+            url,
+            additional_headers={"Cookie": f"sessionid={cookie}", "Origin": origin},
+            max_size=None,
+        ) as ws,
+    ):
         # Frames for events appended before the connection: none expected; drain anyway.
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(ws.recv(), 0.5)
         for i in range(warm + n):
             text = ib._text(rng, 80, 300)
-            body = {"events": [{"kind": "message", "role": "assistant", "content": {
-                "text": text}, "tokens": len(text) // 4}]}
+            body = {
+                "events": [
+                    {
+                        "kind": "message",
+                        "role": "assistant",
+                        "content": {"text": text},
+                        "tokens": len(text) // 4,
+                    }
+                ]
+            }
             t0 = time.perf_counter_ns()
             response = await api.post(f"/api/v1/sessions/{session_id}/events", json=body)
             t1 = time.perf_counter_ns()
@@ -481,8 +620,11 @@ async def live_latency(port: int, session_id: str, cookie: str, api_key: str, he
                 after_response.append((t2 - t1) / 1e6)
                 append_ms.append((t1 - t0) / 1e6)
             await asyncio.sleep(0.02)  # a realistic pace, and no overlap between samples
-    return {"total": stats(total), "after_response": stats(after_response),
-            "append": stats(append_ms)}
+    return {
+        "total": stats(total),
+        "after_response": stats(after_response),
+        "append": stats(append_ms),
+    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -500,46 +642,73 @@ def render(results: dict[str, Any]) -> str:
     cfg = results["config"]
     bar = "=" * 118
     w(bar)
-    w(f"Switchboard dashboard benchmark  {results['started_at']}  git {cfg['git']}  "
-      f"{'QUICK' if cfg['quick'] else 'FULL'} run")
-    w(f"PostgreSQL {cfg['postgres']} · Python {cfg['python']} · {cfg['cpus']} CPUs shared by "
-      "the client, the server and PostgreSQL: they compete for the cores, so client times "
-      "include waiting for one")
+    w(
+        f"Switchboard dashboard benchmark  {results['started_at']}  git {cfg['git']}  "
+        f"{'QUICK' if cfg['quick'] else 'FULL'} run"
+    )
+    w(
+        f"PostgreSQL {cfg['postgres']} · Python {cfg['python']} · {cfg['cpus']} CPUs shared by "
+        "the client, the server and PostgreSQL: they compete for the cores, so client times "
+        "include waiting for one"
+    )
     la, other = results["loadavg"], results["other_cores"]
-    w(f"other work on the machine during the HTTP part: {other:.2f} cores on average (load "
-      f"average before/after {la['before'][0]:.2f} / {la['after'][0]:.2f})"
-      + ("  << latencies are inflated by it; cpu/req is the steadier figure"
-         if other > 0.3 else ""))
+    w(
+        f"other work on the machine during the HTTP part: {other:.2f} cores on average (load "
+        f"average before/after {la['before'][0]:.2f} / {la['after'][0]:.2f})"
+        + (
+            "  << latencies are inflated by it; cpu/req is the steadier figure"
+            if other > 0.3
+            else ""
+        )
+    )
     w(f"server: {cfg['server']}, DEBUG=false, REDIS_URL set")
-    w(f"data: {cfg['sessions']:,} sessions ({results['load']['small_events']:,} events between "
-      f"them, {results['load']['task_links']:,} task links) + one {cfg['big']:,}-event session "
-      f"({results['load']['snapshots']:,} snapshots)")
-    w(f"client: httpx, one keep-alive connection, one request at a time, {cfg['rounds']} rounds x "
-      f"{cfg['per_round']} per case, interleaved. client = wall time on loopback; server = "
-      "Server-Timing (app start to response start)")
-    w("PASS/MISS is judged on the client p95 (what a browser on the same host would wait). "
-      "Times in ms.")
+    w(
+        f"data: {cfg['sessions']:,} sessions ({results['load']['small_events']:,} events between "
+        f"them, {results['load']['task_links']:,} task links) + one {cfg['big']:,}-event session "
+        f"({results['load']['snapshots']:,} snapshots)"
+    )
+    w(
+        "client: httpx, one keep-alive connection, one request at a time, "
+        f"{cfg['rounds']} rounds x "
+        f"{cfg['per_round']} per case, interleaved. client = wall time on loopback; server = "
+        "Server-Timing (app start to response start)"
+    )
+    w(
+        "PASS/MISS is judged on the client p95 (what a browser on the same host would wait). "
+        "Times in ms."
+    )
     w(bar)
     base = results["baseline"]["trivial"]["client"]["p50"]
 
     def header(title: str) -> None:
         w("")
         w(title)
-        w(f"  {'':44}{'client p50':>11}{'p95':>8}{'server p50':>12}{'p95':>8}"
-          f"{'cpu/req':>9}{'raw SQL':>10}{'x SQL':>7}{'x triv':>8}   target")
+        w(
+            f"  {'':44}{'client p50':>11}{'p95':>8}{'server p50':>12}{'p95':>8}"
+            f"{'cpu/req':>9}{'raw SQL':>10}{'x SQL':>7}{'x triv':>8}   target"
+        )
 
-    def line(label: str, s: dict[str, Any], sql: dict[str, Any] | None, target: float | None,
-             note: str = "") -> None:
+    def line(
+        label: str,
+        s: dict[str, Any],
+        sql: dict[str, Any] | None,
+        target: float | None,
+        note: str = "",
+    ) -> None:
         c, sv = s["client"], s["server"]
         sql_ms = sql["total_ms"] if sql else None
         sql_col = f"{sql_ms:8.2f}ms{c['p50'] / sql_ms:6.1f}x" if sql_ms else f"{'':10}{'':7}"
         tgt = f"p95 <= {target:.0f} ms  {verdict(c['p95'], target)}" if target else ""
         cpu = f"{s['cpu_ms']:9.2f}" if s.get("cpu_ms") is not None else f"{'':9}"
-        w(f"  {label:<44}{c['p50']:11.2f}{c['p95']:8.2f}{sv['p50']:12.2f}{sv['p95']:8.2f}"
-          f"{cpu}{sql_col}{c['p50'] / base:7.1f}x   {tgt}{note}")
+        w(
+            f"  {label:<44}{c['p50']:11.2f}{c['p95']:8.2f}{sv['p50']:12.2f}{sv['p95']:8.2f}"
+            f"{cpu}{sql_col}{c['p50'] / base:7.1f}x   {tgt}{note}"
+        )
 
-    header(f"SESSIONS LIST, {cfg['sessions']:,} sessions, 50 per page  (ms; raw SQL = the "
-           "page's SELECTs re-run with psycopg)")
+    header(
+        f"SESSIONS LIST, {cfg['sessions']:,} sessions, 50 per page  (ms; raw SQL = the "
+        "page's SELECTs re-run with psycopg)"
+    )
     for name, label in results["list_labels"].items():
         line(label, results["list"][name], results["sql"].get(name), TARGETS["list"])
     header(f"SESSION PAGE of the {cfg['big']:,}-event session")
@@ -548,26 +717,41 @@ def render(results: dict[str, Any]) -> str:
 
     lv = results["live"]
     w("")
-    w(f"LIVE: append one event through the API -> its row arrives on the session page's websocket "
-      f"({lv['total']['n']} appends)")
+    w(
+        "LIVE: append one event through the API -> its row arrives on the session page's "
+        "websocket "
+        f"({lv['total']['n']} appends)"
+    )
     w(f"  {'':44}{'p50':>11}{'p95':>8}")
-    w(f"  {'append request -> websocket frame':<44}{lv['total']['p50']:11.2f}"
-      f"{lv['total']['p95']:8.2f}{'':45}p95 <= {TARGETS['live']:.0f} ms  "
-      f"{verdict(lv['total']['p95'], TARGETS['live'])}")
-    w(f"  {'  of which the append request (HTTP 201)':<44}{lv['append']['p50']:11.2f}"
-      f"{lv['append']['p95']:8.2f}")
-    w(f"  {'  of which response -> frame':<44}{lv['after_response']['p50']:11.2f}"
-      f"{lv['after_response']['p95']:8.2f}")
+    w(
+        f"  {'append request -> websocket frame':<44}{lv['total']['p50']:11.2f}"
+        f"{lv['total']['p95']:8.2f}{'':45}p95 <= {TARGETS['live']:.0f} ms  "
+        f"{verdict(lv['total']['p95'], TARGETS['live'])}"
+    )
+    w(
+        f"  {'  of which the append request (HTTP 201)':<44}{lv['append']['p50']:11.2f}"
+        f"{lv['append']['p95']:8.2f}"
+    )
+    w(
+        f"  {'  of which response -> frame':<44}{lv['after_response']['p50']:11.2f}"
+        f"{lv['after_response']['p95']:8.2f}"
+    )
 
     w("")
     w("BASELINES (same run, same client)")
-    for name, label in (("trivial", "trivial Django view: GET /accounts/login/"),
-                        ("openapi", "GET /api/v1/openapi.json")):
+    for name, label in (
+        ("trivial", "trivial Django view: GET /accounts/login/"),
+        ("openapi", "GET /api/v1/openapi.json"),
+    ):
         s = results["baseline"][name]
-        w(f"  {label:<44}{s['client']['p50']:11.2f}{s['client']['p95']:8.2f}"
-          f"{s['server']['p50']:12.2f}{s['server']['p95']:8.2f}{s['cpu_ms']:9.2f}")
-    w("  cpu/req = CPU ms the server processes and their PostgreSQL backends spent per request;"
-      " x SQL = client p50 / raw SQL;")
+        w(
+            f"  {label:<44}{s['client']['p50']:11.2f}{s['client']['p95']:8.2f}"
+            f"{s['server']['p50']:12.2f}{s['server']['p95']:8.2f}{s['cpu_ms']:9.2f}"
+        )
+    w(
+        "  cpu/req = CPU ms the server processes and their PostgreSQL backends spent per request;"
+        " x SQL = client p50 / raw SQL;"
+    )
     w("  x triv = client p50 / the trivial view's client p50")
     w("")
     w("Load: " + results["load"]["summary"])
@@ -582,23 +766,32 @@ def render(results: dict[str, Any]) -> str:
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true",
-                   help="small run: 20,000 sessions, a 100,000-event session, 3 rounds")
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="small run: 20,000 sessions, a 100,000-event session, 3 rounds",
+    )
     p.add_argument("--sessions", type=int, help="sessions in the list (default 100,000)")
     p.add_argument("--big", type=int, help="events in the big session (default 1,000,000)")
     p.add_argument("--rounds", type=int, help="rounds (default 5; quick 3)")
-    p.add_argument("--per-round", type=int, help="requests per case per round (default 10; "
-                   "quick 5)")
+    p.add_argument(
+        "--per-round", type=int, help="requests per case per round (default 10; quick 5)"
+    )
     p.add_argument("--appends", type=int, help="live appends measured (default 50; quick 20)")
     p.add_argument("--workers", type=int, default=2, help="uvicorn workers (default 2)")
     p.add_argument("--db", default=DEFAULT_DB, help="scratch database (dropped first)")
-    p.add_argument("--explain", action="store_true",
-                   help="print EXPLAIN ANALYZE of each list query")
+    p.add_argument(
+        "--explain", action="store_true", help="print EXPLAIN ANALYZE of each list query"
+    )
     p.add_argument("--keep-server", action="store_true", help="leave the server running")
-    p.add_argument("--load-only", action="store_true",
-                   help="create and load the database, then stop (for EXPLAIN / profiling)")
+    p.add_argument(
+        "--load-only",
+        action="store_true",
+        help="create and load the database, then stop (for EXPLAIN / profiling)",
+    )
     p.add_argument("--seed", type=int, default=11)
     args = p.parse_args()
 
@@ -618,11 +811,19 @@ def main() -> int:
     ib.recreate_database(args.db)
     env = dash_env(args.db)
     os.environ.update(env)
-    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-                   cwd=ROOT, env=env, check=True)
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+    )
     # DEBUG=false serves static files from collectstatic's manifest (as scripts/run does).
-    subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"],
-                   cwd=ROOT, env=env, check=True)
+    subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+    )
     sys.path.insert(0, str(ROOT))
     import django
 
@@ -658,24 +859,39 @@ def main() -> int:
     conn.commit()
     notes = []
     with ib.Timer() as t:
-        loaded = load_sessions(conn, factory, project_id=project.pk, agents=agents,
-                               n=n_sessions, now=now, seed=args.seed)
+        loaded = load_sessions(
+            conn,
+            factory,
+            project_id=project.pk,
+            agents=agents,
+            n=n_sessions,
+            now=now,
+            seed=args.seed,
+        )
     notes.append(f"{n_sessions:,} sessions + {loaded['events']:,} events in {t.seconds:.1f}s")
     ib.log(notes[-1])
 
-    big_session, _ = open_session(project, agent_name="support-agent", actor=actor,
-                                  title=f"Long-running support agent ({big:,} events)",
-                                  metadata={"customer": "cust-0001", "channel": "chat"})
+    big_session, _ = open_session(
+        project,
+        agent_name="support-agent",
+        actor=actor,
+        title=f"Long-running support agent ({big:,} events)",
+        metadata={"customer": "cust-0001", "channel": "chat"},
+    )
     with ib.Timer() as t:
-        _, snapshots = ib.load_session_events(conn, factory, big_session.pk, big, every=every,
-                                              seed=args.seed + 1)
+        _, snapshots = ib.load_session_events(
+            conn, factory, big_session.pk, big, every=every, seed=args.seed + 1
+        )
     notes.append(f"{big:,} events + {snapshots:,} snapshots in {t.seconds:.1f}s")
     ib.log(notes[-1])
 
     with ib.Timer() as t:
-        task_ids = [create_task(project, workflow="research_report", actor=actor,
-                                params={"topic": f"topic {i}"}).task.pk
-                    for i in range(40 if quick else 150)]
+        task_ids = [
+            create_task(
+                project, workflow="research_report", actor=actor, params={"topic": f"topic {i}"}
+            ).task.pk
+            for i in range(40 if quick else 150)
+        ]
         links = link_tasks(conn, loaded["rows"], task_ids, [big_session.pk], now, args.seed)
     notes.append(f"{len(task_ids)} tasks, {links:,} session links in {t.seconds:.1f}s")
     ib.log(notes[-1])
@@ -689,8 +905,13 @@ def main() -> int:
     conn.commit()
     conn.autocommit = True
     with ib.Timer() as t:
-        for table in ("sessions_app_event", "sessions_app_snapshot", "sessions_app_session",
-                      "tasks_app_tasksession", "tasks_app_task"):
+        for table in (
+            "sessions_app_event",
+            "sessions_app_snapshot",
+            "sessions_app_session",
+            "tasks_app_tasksession",
+            "tasks_app_task",
+        ):
             conn.execute(f"VACUUM ANALYZE {table}")
     conn.autocommit = False
     notes.append(f"VACUUM ANALYZE {t.seconds:.1f}s")
@@ -706,12 +927,15 @@ def main() -> int:
     by_customer: dict[str, int] = {}
     for row in rows:
         by_agent[row["agent"]] = by_agent.get(row["agent"], 0) + 1
-        by_customer[row["metadata"]["customer"]] = by_customer.get(
-            row["metadata"]["customer"], 0) + 1
+        by_customer[row["metadata"]["customer"]] = (
+            by_customer.get(row["metadata"]["customer"], 0) + 1
+        )
     agent_x = sorted(by_agent, key=by_agent.get, reverse=True)[3]  # type: ignore[arg-type]
     # A specific customer: what an operator looks up (about 0.1% of the sessions).
-    customer = min((c for c in by_customer if by_customer[c] >= 0.0008 * n_sessions),
-                   key=lambda c: by_customer[c])
+    customer = min(
+        (c for c in by_customer if by_customer[c] >= 0.0008 * n_sessions),
+        key=lambda c: by_customer[c],
+    )
     week_ago, two_weeks = now - dt.timedelta(days=7), now - dt.timedelta(days=14)
     fmt = "%Y-%m-%dT%H:%M"
     ordered = sorted(rows, key=lambda r: (r["created"], str(r["id"])), reverse=True)
@@ -722,20 +946,24 @@ def main() -> int:
         "none": ("no filter (newest first)", ""),
         "paused": ("status=paused", "status=paused"),
         "agent": (f"agent={agent_x} ({by_agent[agent_x] / n_sessions:.0%})", f"agent={agent_x}"),
-        "tag": (f"tag customer={customer} ({by_customer[customer]} sessions)",
-                f"tag=customer%3D{customer}"),
+        "tag": (
+            f"tag customer={customer} ({by_customer[customer]} sessions)",
+            f"tag=customer%3D{customer}",
+        ),
         "has_task": ("has_task=yes", "has_task=yes"),
-        "created": ("created in a one-week range",
-                    f"created_after={two_weeks.strftime(fmt)}&created_before="
-                    f"{week_ago.strftime(fmt)}"),
+        "created": (
+            "created in a one-week range",
+            f"created_after={two_weeks.strftime(fmt)}&created_before={week_ago.strftime(fmt)}",
+        ),
         "updated": ("sort=recently active", "sort=-updated"),
         "page2": ("page 2 via cursor", None),  # filled from page 1's next link
-        "deep": (f"deep page via cursor (row {int(len(ordered) * 0.6):,})",
-                 f"cursor={deep_cursor}"),
+        "deep": (
+            f"deep page via cursor (row {int(len(ordered) * 0.6):,})",
+            f"cursor={deep_cursor}",
+        ),
         "q_rare": (f"q={RARE_WORD} (rare: {min(25, n_sessions)} sessions)", f"q={RARE_WORD}"),
         "q_common": (f"q={COMMON_WORD} (common word)", f"q={COMMON_WORD}"),
-        "q_task": (f"q={COMMON_WORD} + has_task=yes (combined)",
-                   f"q={COMMON_WORD}&has_task=yes"),
+        "q_task": (f"q={COMMON_WORD} + has_task=yes (combined)", f"q={COMMON_WORD}&has_task=yes"),
     }
     sid = str(big_session.pk)
     page_base = f"/sessions/{sid}/"
@@ -744,22 +972,42 @@ def main() -> int:
     results: dict[str, Any] = {
         "started_at": started.isoformat(),
         "config": {
-            "quick": quick, "sessions": n_sessions, "big": big, "rounds": rounds,
-            "per_round": per_round, "appends": n_appends, "snapshot_every": every,
-            "postgres": pg_version, "python": platform.python_version(), "cpus": os.cpu_count(),
-            "git": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                                  capture_output=True, text=True).stdout.strip() + (
-                "+dirty" if subprocess.run(["git", "status", "--porcelain", "sessions_app",
-                                            "config", "templates"], cwd=ROOT,
-                                           capture_output=True, text=True).stdout.strip()
-                else ""),
+            "quick": quick,
+            "sessions": n_sessions,
+            "big": big,
+            "rounds": rounds,
+            "per_round": per_round,
+            "appends": n_appends,
+            "snapshot_every": every,
+            "postgres": pg_version,
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "git": subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+            ).stdout.strip()
+            + (
+                "+dirty"
+                if subprocess.run(
+                    ["git", "status", "--porcelain", "sessions_app", "config", "templates"],
+                    cwd=ROOT,
+                    capture_output=True,
+                    text=True,
+                ).stdout.strip()
+                else ""
+            ),
         },
-        "load": {"summary": "; ".join(notes), "small_events": loaded["events"],
-                 "task_links": links, "snapshots": snapshots},
+        "load": {
+            "summary": "; ".join(notes),
+            "small_events": loaded["events"],
+            "task_links": links,
+            "snapshots": snapshots,
+        },
         "list_labels": {k: v[0] for k, v in list_cases.items()},
-        "page_labels": {"first": "first render (newest 50 events)",
-                        "more": "load-more fragment (50 older, random seq)",
-                        "inspector": "time-travel inspector (random seq)"},
+        "page_labels": {
+            "first": "first render (newest 50 events)",
+            "more": "load-more fragment (50 older, random seq)",
+            "inspector": "time-travel inspector (random seq)",
+        },
     }
 
     # -- raw SQL baselines (in-process render to capture the page's SELECTs) -----------------
@@ -774,11 +1022,13 @@ def main() -> int:
     for name, (_, query) in list_cases.items():
         statements = page_queries(local, f"{base}?{query}")
         sql[name] = raw_sql_timings(conn, statements, 5)
-        main_sql = max(statements, key=lambda s: ("sessions_app_session" in s and "LIMIT 51" in s,
-                                                  len(s)))
+        main_sql = max(
+            statements, key=lambda s: ("sessions_app_session" in s and "LIMIT 51" in s, len(s))
+        )
         plans[name] = explain(conn, main_sql)
         sql[name]["list_query_ms"] = float(
-            re.search(r"Execution Time: ([0-9.]+)", plans[name]).group(1))  # type: ignore[union-attr]
+            re.search(r"Execution Time: ([0-9.]+)", plans[name]).group(1)
+        )  # type: ignore[union-attr]
     big_head = big
     for name, url, headers in (
         ("first", page_base, {}),
@@ -824,10 +1074,12 @@ def main() -> int:
                 if time.perf_counter() - t0 > 0.5:
                     reps[name] = 1
             sampler.get("first", page_base, record=False)
-            sampler.get("more", f"{page_base}events/?order=desc&before_seq=5000",
-                        headers=htmx, record=False)
-            sampler.get("inspector", f"{page_base}inspector/?at_seq=5000", headers=htmx,
-                        record=False)
+            sampler.get(
+                "more", f"{page_base}events/?order=desc&before_seq=5000", headers=htmx, record=False
+            )
+            sampler.get(
+                "inspector", f"{page_base}inspector/?at_seq=5000", headers=htmx, record=False
+            )
 
         ib.log(f"measuring: {rounds} rounds x {per_round} per case")
         rng = random.Random(args.seed + 2)
@@ -851,10 +1103,20 @@ def main() -> int:
                 for name in list_cases:
                     batch(name, list_url(name), reps[name])
                 batch("first", page_base, per_round)
-                batch("more", lambda: f"{page_base}events/?order=desc&before_seq="
-                      f"{rng.randint(1000, big_head)}", per_round, htmx)
-                batch("inspector", lambda: f"{page_base}inspector/?at_seq="
-                      f"{rng.randint(1, big_head)}", per_round, htmx)
+                batch(
+                    "more",
+                    lambda: (
+                        f"{page_base}events/?order=desc&before_seq={rng.randint(1000, big_head)}"
+                    ),
+                    per_round,
+                    htmx,
+                )
+                batch(
+                    "inspector",
+                    lambda: f"{page_base}inspector/?at_seq={rng.randint(1, big_head)}",
+                    per_round,
+                    htmx,
+                )
                 ib.log(f"round {r + 1}/{rounds} done")
         results["other_cores"] = others.cores
         sampler.cpu_ms = {name: 1000 * spent / n for name, (spent, n) in cpu.items()}
@@ -864,8 +1126,9 @@ def main() -> int:
         client.close()
 
         ib.log(f"live latency: {n_appends} appends")
-        results["live"] = asyncio.run(live_latency(port, sid, cookie, api_key, big_head,
-                                                   n_appends, warm=5))
+        results["live"] = asyncio.run(
+            live_latency(port, sid, cookie, api_key, big_head, n_appends, warm=5)
+        )
     finally:
         if server is not None:
             if args.keep_server:
@@ -882,8 +1145,12 @@ def main() -> int:
             print(f"\n--- EXPLAIN ANALYZE: {results['list_labels'][name]}\n{plan}")
     print(text)
     print(f"(total {results['elapsed_s']:.0f}s)")
-    out = ROOT / "bench" / "results" / (
-        f"dashboard-{started:%Y%m%dT%H%M%SZ}{'-quick' if quick else ''}.json")
+    out = (
+        ROOT
+        / "bench"
+        / "results"
+        / (f"dashboard-{started:%Y%m%dT%H%M%SZ}{'-quick' if quick else ''}.json")
+    )
     out.write_text(json.dumps(results, indent=2, default=str))
     out.with_suffix(".txt").write_text(text + "\n")
     print(f"results: {out.relative_to(ROOT)}")

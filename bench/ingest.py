@@ -151,11 +151,32 @@ migration deploy rollback incident latency error timeout retry queue worker cach
 summary analysis forecast revenue budget quarter region product catalogue inventory
 """.split()  # noqa: SIM905 (a word list reads better as text)
 
-TOOLS = ["search_orders", "get_customer", "issue_refund", "lookup_shipment", "send_email",
-         "query_inventory", "create_ticket", "get_invoice"]
-FACT_KEYS = [f"{area}.{attr}" for area in ("customer", "order", "ticket", "account", "plan")
-             for attr in ("id", "tier", "status", "region", "owner", "language", "priority",
-                          "balance", "currency", "channel")]
+TOOLS = [
+    "search_orders",
+    "get_customer",
+    "issue_refund",
+    "lookup_shipment",
+    "send_email",
+    "query_inventory",
+    "create_ticket",
+    "get_invoice",
+]
+FACT_KEYS = [
+    f"{area}.{attr}"
+    for area in ("customer", "order", "ticket", "account", "plan")
+    for attr in (
+        "id",
+        "tier",
+        "status",
+        "region",
+        "owner",
+        "language",
+        "priority",
+        "balance",
+        "currency",
+        "channel",
+    )
+]
 
 
 def _text(rng: random.Random, lo: int, hi: int) -> str:
@@ -188,16 +209,26 @@ class ContentFactory:
         self.tool_results = []
         for _ in range(pool // 4):
             name = rng.choice(TOOLS)
-            args = {"customer_id": f"C-{rng.randint(1000, 99999)}",
-                    "query": _text(rng, 20, 80), "limit": rng.choice([5, 10, 20])}
+            args = {
+                "customer_id": f"C-{rng.randint(1000, 99999)}",
+                "query": _text(rng, 20, 80),
+                "limit": rng.choice([5, 10, 20]),
+            }
             self.tool_calls.append({"name": name, "arguments": args})
-            rows = [{"id": f"O-{rng.randint(10**5, 10**6)}", "status": rng.choice(
-                ["shipped", "pending", "refunded", "delivered"]), "total": round(
-                rng.uniform(5, 900), 2)} for _ in range(rng.randint(1, 4))]
-            self.tool_results.append({"name": name, "result": {"rows": rows,
-                                      "note": _text(rng, 30, 120)}})
-        self.decisions = [{"decision": _text(rng, 15, 40), "rationale": _text(rng, 60, 200)}
-                          for _ in range(256)]
+            rows = [
+                {
+                    "id": f"O-{rng.randint(10**5, 10**6)}",
+                    "status": rng.choice(["shipped", "pending", "refunded", "delivered"]),
+                    "total": round(rng.uniform(5, 900), 2),
+                }
+                for _ in range(rng.randint(1, 4))
+            ]
+            self.tool_results.append(
+                {"name": name, "result": {"rows": rows, "note": _text(rng, 30, 120)}}
+            )
+        self.decisions = [
+            {"decision": _text(rng, 15, 40), "rationale": _text(rng, 60, 200)} for _ in range(256)
+        ]
 
     def state_patch(self, rng: random.Random, seq: int) -> dict[str, Any]:
         stage = rng.choice(["triage", "lookup", "resolve", "confirm", "wrap_up"])
@@ -213,8 +244,22 @@ class ContentFactory:
         return patch
 
     def fact(self, rng: random.Random) -> dict[str, Any]:
-        return {"key": rng.choice(FACT_KEYS), "value": rng.choice(
-            ["gold", "silver", "EUR", "USD", "open", "closed", "fr", "en", rng.randint(1, 10**6)])}
+        return {
+            "key": rng.choice(FACT_KEYS),
+            "value": rng.choice(
+                [
+                    "gold",
+                    "silver",
+                    "EUR",
+                    "USD",
+                    "open",
+                    "closed",
+                    "fr",
+                    "en",
+                    rng.randint(1, 10**6),
+                ]
+            ),
+        }
 
     def event(self, rng: random.Random, seq: int) -> tuple[str, str, dict[str, Any], str, int]:
         """(kind, role, content, searchable text, tokens) for position `seq` of a log."""
@@ -223,11 +268,21 @@ class ContentFactory:
             role, content, text, tokens = self.messages[rng.randrange(len(self.messages))]
             return "message", role, content, text, tokens
         if r < 0.74:
-            return "tool_call", "assistant", self.tool_calls[
-                rng.randrange(len(self.tool_calls))], "", 40
+            return (
+                "tool_call",
+                "assistant",
+                self.tool_calls[rng.randrange(len(self.tool_calls))],
+                "",
+                40,
+            )
         if r < 0.86:
-            return "tool_result", "tool", self.tool_results[
-                rng.randrange(len(self.tool_results))], "", 80
+            return (
+                "tool_result",
+                "tool",
+                self.tool_results[rng.randrange(len(self.tool_results))],
+                "",
+                80,
+            )
         if r < 0.94:
             return "state", "", self.state_patch(rng, seq), "", 0
         if r < 0.98:
@@ -247,8 +302,9 @@ class ContentFactory:
 
 
 def copy_escape(value: str) -> str:
-    return (value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
-            .replace("\r", "\\r"))
+    return (
+        value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -263,8 +319,9 @@ def pg_url(db: str) -> str:
 def pg_connect(db: str, autocommit: bool = False):  # type: ignore[no-untyped-def]
     import psycopg
 
-    return psycopg.connect(host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=db,
-                           autocommit=autocommit)
+    return psycopg.connect(
+        host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=db, autocommit=autocommit
+    )
 
 
 def recreate_database(db: str) -> None:
@@ -275,15 +332,17 @@ def recreate_database(db: str) -> None:
 
 def server_env(db: str, *, redis: bool = True) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({
-        "DATABASE_URL": pg_url(db),
-        "DEBUG": "false",
-        "SECRET_KEY": SECRET_KEY,
-        "DJANGO_SETTINGS_MODULE": "config.settings",
-        "LOG_LEVEL": "WARNING",
-        "CACHE_KEY_PREFIX": "switchboard-bench",
-        "PYTHONDONTWRITEBYTECODE": "1",
-    })
+    env.update(
+        {
+            "DATABASE_URL": pg_url(db),
+            "DEBUG": "false",
+            "SECRET_KEY": SECRET_KEY,
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            "LOG_LEVEL": "WARNING",
+            "CACHE_KEY_PREFIX": "switchboard-bench",
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+    )
     if redis:
         env["REDIS_URL"] = REDIS_URL
     else:
@@ -291,13 +350,21 @@ def server_env(db: str, *, redis: bool = True) -> dict[str, str]:
     return env
 
 
-EVENT_COLUMNS = ("session_id, seq, kind, tier, role, content, text, tokens, cost, actor, "
-                 "idempotency_key, created_at")
+EVENT_COLUMNS = (
+    "session_id, seq, kind, tier, role, content, text, tokens, cost, actor, "
+    "idempotency_key, created_at"
+)
 DURABLE = {"fact", "decision", "lifecycle", "handoff"}
 
 
 def load_session_events(
-    conn, factory: ContentFactory, session_id: uuid.UUID, n: int, *, every: int, seed: int,
+    conn,
+    factory: ContentFactory,
+    session_id: uuid.UUID,
+    n: int,
+    *,
+    every: int,
+    seed: int,
 ) -> tuple[int, int]:
     """COPY seqs 1..n into sessions_app_event and the auto snapshots into sessions_app_snapshot.
 
@@ -357,7 +424,7 @@ def load_session_events(
                 " content_hash, reason, created_at) FROM STDIN"
             ) as copy:
                 for i in range(0, len(snapshots), 2000):
-                    copy.write("".join(snapshots[i:i + 2000]))
+                    copy.write("".join(snapshots[i : i + 2000]))
         cur.execute(
             "UPDATE sessions_app_session SET head_seq = %s, tokens_used = %s, updated_at = now()"
             " WHERE id = %s",
@@ -374,8 +441,11 @@ def verify_snapshot(session_id: uuid.UUID, at_seq: int) -> bool:
 
     snap = Snapshot.objects.get(session_id=session_id, seq=at_seq)
     folded = FoldedState(seq=0)
-    rows = (Event.objects.filter(session_id=session_id, seq__lte=at_seq, kind__in=FOLDED_KINDS)
-            .order_by("seq").values_list("seq", "kind", "content"))
+    rows = (
+        Event.objects.filter(session_id=session_id, seq__lte=at_seq, kind__in=FOLDED_KINDS)
+        .order_by("seq")
+        .values_list("seq", "kind", "content")
+    )
     for seq, kind, content in rows:
         folded.apply(seq, kind, content)
     return folded.content_hash == snap.content_hash
@@ -403,8 +473,13 @@ class HttpConn:
         if body is None:
             return head + b"\r\n"
         data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        return (head + b"Content-Type: application/json\r\nContent-Length: "
-                + str(len(data)).encode() + b"\r\n\r\n" + data)
+        return (
+            head
+            + b"Content-Type: application/json\r\nContent-Length: "
+            + str(len(data)).encode()
+            + b"\r\n\r\n"
+            + data
+        )
 
     def send(self, raw: bytes) -> tuple[int, bytes]:
         self.sock.sendall(raw)
@@ -441,7 +516,7 @@ class HttpConn:
                 while len(self.buf) < size + 2:
                     self._fill()
                 body += self.buf[:size]
-                self.buf = self.buf[size + 2:]
+                self.buf = self.buf[size + 2 :]
                 if size == 0:
                     return status, body
         length = length or 0
@@ -472,31 +547,71 @@ SERVER_ROOT = ROOT  # --server-root: run the server from another checkout (befor
 
 
 class Server:
-    def __init__(self, db: str, port: int, *, workers: int, http: str, loop: str,
-                 redis: bool = True, pool_max: int | None = None, wsgi: bool = False) -> None:
+    def __init__(
+        self,
+        db: str,
+        port: int,
+        *,
+        workers: int,
+        http: str,
+        loop: str,
+        redis: bool = True,
+        pool_max: int | None = None,
+        wsgi: bool = False,
+    ) -> None:
         self.port = port
-        self.label = f"uvicorn --workers {workers} --http {http} --loop {loop}" + (
-            "" if redis else " (no REDIS_URL: in-memory channel layer)") + (
-            " --interface wsgi (Django WSGIHandler)" if wsgi else "")
-        app = (["--factory", "django.core.wsgi:get_wsgi_application", "--interface", "wsgi"]
-               if wsgi else ["config.asgi:application"])
-        cmd = [str(VENV_BIN / "uvicorn"), *app, "--app-dir", str(SERVER_ROOT), "--host",
-               "127.0.0.1", "--port", str(port), "--workers", str(workers), "--http", http,
-               "--loop", loop, "--lifespan", "off", "--no-access-log", "--log-level", "warning"]
+        self.label = (
+            f"uvicorn --workers {workers} --http {http} --loop {loop}"
+            + ("" if redis else " (no REDIS_URL: in-memory channel layer)")
+            + (" --interface wsgi (Django WSGIHandler)" if wsgi else "")
+        )
+        app = (
+            ["--factory", "django.core.wsgi:get_wsgi_application", "--interface", "wsgi"]
+            if wsgi
+            else ["config.asgi:application"]
+        )
+        cmd = [
+            str(VENV_BIN / "uvicorn"),
+            *app,
+            "--app-dir",
+            str(SERVER_ROOT),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+            "--http",
+            http,
+            "--loop",
+            loop,
+            "--lifespan",
+            "off",
+            "--no-access-log",
+            "--log-level",
+            "warning",
+        ]
         env = server_env(db, redis=redis)
         if pool_max:
             env["DB_POOL_MAX"] = str(pool_max)
         self.log_path = ROOT / "bench" / "results" / f"server-{port}.log"
         self.log_file = open(self.log_path, "w")  # noqa: SIM115
-        self.proc = subprocess.Popen(cmd, cwd=SERVER_ROOT, env=env, stdout=self.log_file,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd,
+            cwd=SERVER_ROOT,
+            env=env,
+            stdout=self.log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def wait_ready(self, api_key: str, path: str, timeout: float = 40) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited; see {self.log_path}:\n"
-                                   + self.log_path.read_text()[-2000:])
+                raise RuntimeError(
+                    f"server exited; see {self.log_path}:\n" + self.log_path.read_text()[-2000:]
+                )
             try:
                 conn = HttpConn(self.port, api_key)
                 status, _ = conn.request("GET", path)
@@ -563,9 +678,12 @@ def tree_cpu(root: int) -> float:
 
 def pg_backends_cpu(conn, db: str) -> float:  # type: ignore[no-untyped-def]
     """CPU seconds used so far by the PostgreSQL backends connected to `db` (not ours)."""
-    pids = [r[0] for r in conn.execute(
-        "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
-        (db,)).fetchall()]
+    pids = [
+        r[0]
+        for r in conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()", (db,)
+        ).fetchall()
+    ]
     conn.commit()
     total = 0.0
     for pid in pids:
@@ -582,9 +700,13 @@ def busy_cpu_seconds() -> tuple[float, float]:
     return (sum(fields[:8]) - fields[3] - fields[4]) / _TICK, (fields[5] + fields[6]) / _TICK
 
 
-_SHARED_SERVICES = ("redis-server", "postgres: 15/main: checkpointer",
-                    "postgres: 15/main: background writer", "postgres: 15/main: walwriter",
-                    "postgres: 15/main: autovacuum launcher")
+_SHARED_SERVICES = (
+    "redis-server",
+    "postgres: 15/main: checkpointer",
+    "postgres: 15/main: background writer",
+    "postgres: 15/main: walwriter",
+    "postgres: 15/main: autovacuum launcher",
+)
 
 
 def shared_services_cpu() -> float:
@@ -612,8 +734,14 @@ class Interference:
     def _busy_and_ours(self) -> tuple[float, float]:
         t = os.times()
         busy, interrupts = busy_cpu_seconds()
-        return busy, (t.user + t.system + tree_cpu(self.server.proc.pid) + interrupts
-                      + pg_backends_cpu(self.conn, self.db) + shared_services_cpu())
+        return busy, (
+            t.user
+            + t.system
+            + tree_cpu(self.server.proc.pid)
+            + interrupts
+            + pg_backends_cpu(self.conn, self.db)
+            + shared_services_cpu()
+        )
 
     def __enter__(self) -> Interference:
         self.t0 = time.perf_counter()
@@ -655,8 +783,10 @@ class CpuMeter:
 # --------------------------------------------------------------------------------------------
 
 
-RAW_INSERT = (f"INSERT INTO bench_raw_event ({EVENT_COLUMNS})"
-              " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
+RAW_INSERT = (
+    f"INSERT INTO bench_raw_event ({EVENT_COLUMNS})"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
 
 
 def raw_row(session_id: uuid.UUID, seq: int, ev: dict[str, Any]) -> tuple[Any, ...]:
@@ -665,9 +795,20 @@ def raw_row(session_id: uuid.UUID, seq: int, ev: dict[str, Any]) -> tuple[Any, .
     from sessions_app.services.log import searchable_text
 
     kind = ev["kind"]
-    return (session_id, seq, kind, "durable" if kind in DURABLE else "transient",
-            ev.get("role", ""), Jsonb(ev["content"]), searchable_text(kind, ev["content"]),
-            ev.get("tokens", 0), 0, "key:raw", None, dt.datetime.now(dt.UTC))
+    return (
+        session_id,
+        seq,
+        kind,
+        "durable" if kind in DURABLE else "transient",
+        ev.get("role", ""),
+        Jsonb(ev["content"]),
+        searchable_text(kind, ev["content"]),
+        ev.get("tokens", 0),
+        0,
+        "key:raw",
+        None,
+        dt.datetime.now(dt.UTC),
+    )
 
 
 def setup_raw_tables(conn) -> None:  # type: ignore[no-untyped-def]
@@ -703,8 +844,11 @@ def raw_single(conn, events: list[dict[str, Any]], rounds: int, *, mode: str) ->
             i += 1
             t0 = time.perf_counter_ns()
             if allocate:
-                cur.execute("UPDATE bench_raw_session SET head_seq = head_seq + 1 WHERE id = %s"
-                            " RETURNING head_seq", (sid,))
+                cur.execute(
+                    "UPDATE bench_raw_session SET head_seq = head_seq + 1 WHERE id = %s"
+                    " RETURNING head_seq",
+                    (sid,),
+                )
                 cur.fetchone()
             cur.execute(RAW_INSERT, row)
             if not conn.autocommit:
@@ -750,11 +894,12 @@ def raw_reads(  # type: ignore[no-untyped-def]
     conn, session_id: uuid.UUID, head: int, rounds: int, n: int, rng: random.Random
 ) -> dict[str, list[list[float]]]:
     """The same slices as the API, straight from psycopg (content as stored JSON text)."""
-    cols = ("seq, kind, tier, role, tokens, cost, actor, idempotency_key, created_at,"
-            " content::text")
+    cols = "seq, kind, tier, role, tokens, cost, actor, idempotency_key, created_at, content::text"
     last = f"SELECT {cols} FROM sessions_app_event WHERE session_id = %s ORDER BY seq DESC LIMIT 51"
-    rng_slice = (f"SELECT {cols} FROM sessions_app_event WHERE session_id = %s AND seq > %s"
-                 " ORDER BY seq LIMIT 1001")
+    rng_slice = (
+        f"SELECT {cols} FROM sessions_app_event WHERE session_id = %s AND seq > %s"
+        " ORDER BY seq LIMIT 1001"
+    )
     out: dict[str, list[list[float]]] = {"last50": [], "slice1000": []}
     cur = conn.cursor()
     for _ in range(rounds):
@@ -799,13 +944,17 @@ def storage(conn) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     heap = conn.execute("SELECT pg_table_size('sessions_app_event')").fetchone()[0]
     raw_total = conn.execute("SELECT pg_total_relation_size('bench_raw_store')").fetchone()[0]
     raw_heap = conn.execute("SELECT pg_table_size('bench_raw_store')").fetchone()[0]
-    indexes = dict(conn.execute(
-        "SELECT c.relname, pg_relation_size(c.oid) FROM pg_index i"
-        " JOIN pg_class c ON c.oid = i.indexrelid"
-        " WHERE i.indrelid = 'sessions_app_event'::regclass ORDER BY 2 DESC").fetchall())
+    indexes = dict(
+        conn.execute(
+            "SELECT c.relname, pg_relation_size(c.oid) FROM pg_index i"
+            " JOIN pg_class c ON c.oid = i.indexrelid"
+            " WHERE i.indrelid = 'sessions_app_event'::regclass ORDER BY 2 DESC"
+        ).fetchall()
+    )
     avg_content = conn.execute(
         "SELECT avg(pg_column_size(content)), avg(octet_length(content::text)),"
-        " avg(pg_column_size(text)) FROM sessions_app_event").fetchone()
+        " avg(pg_column_size(text)) FROM sessions_app_event"
+    ).fetchone()
     conn.commit()
     conn.execute("DROP TABLE bench_raw_store")
     conn.commit()
@@ -832,13 +981,17 @@ def storage(conn) -> dict[str, Any]:  # type: ignore[no-untyped-def]
 
 def append_bodies(factory: ContentFactory, n: int, seed: int, batch: int = 1) -> list[bytes]:
     rng = random.Random(seed)
-    return [json.dumps({"events": [factory.api_event(rng, i) for _ in range(batch)]},
-                       separators=(",", ":")).encode() for i in range(n)]
+    return [
+        json.dumps(
+            {"events": [factory.api_event(rng, i) for _ in range(batch)]}, separators=(",", ":")
+        ).encode()
+        for i in range(n)
+    ]
 
 
-def api_single_appends(port: int, key: str, sessions: dict[str, str],
-                       bodies: dict[str, list[bytes]],
-                       rounds: int) -> dict[str, list[list[float]]]:
+def api_single_appends(
+    port: int, key: str, sessions: dict[str, str], bodies: dict[str, list[bytes]], rounds: int
+) -> dict[str, list[list[float]]]:
     """Interleaved by round (size A, B, C, then again) so drift hits every size alike."""
     conn = HttpConn(port, key)
     out: dict[str, list[list[float]]] = {label: [] for label in sessions}
@@ -847,7 +1000,7 @@ def api_single_appends(port: int, key: str, sessions: dict[str, str],
             for label, sid in sessions.items():
                 path = f"/api/v1/sessions/{sid}/events"
                 per_round = len(bodies[label]) // rounds
-                chunk = bodies[label][r * per_round:(r + 1) * per_round]
+                chunk = bodies[label][r * per_round : (r + 1) * per_round]
                 raws = [conn.build("POST", path, b) for b in chunk]
                 out[label].append([timed(conn, raw, (201,))[0] for raw in raws])
     finally:
@@ -864,22 +1017,39 @@ def api_batches(
     out = []
     try:
         for r in range(rounds):
-            raws = [conn.build("POST", path, b) for b in bodies[r * per_round:(r + 1) * per_round]]
+            raws = [
+                conn.build("POST", path, b) for b in bodies[r * per_round : (r + 1) * per_round]
+            ]
             out.append([timed(conn, raw, (201,))[0] for raw in raws])
     finally:
         conn.close()
     return out
 
 
-def api_reads(port: int, key: str, sid: str, head: int, rounds: int, n: int,
-              rng: random.Random, meter: Any = None) -> dict[str, Any]:
+def api_reads(
+    port: int,
+    key: str,
+    sid: str,
+    head: int,
+    rounds: int,
+    n: int,
+    rng: random.Random,
+    meter: Any = None,
+) -> dict[str, Any]:
     """Interleaved by round: last 50, 1,000-event slices, state at seq, forks."""
     conn = HttpConn(port, key)
     base = f"/api/v1/sessions/{sid}"
-    out: dict[str, Any] = {"last50": [], "slice1000": [], "state": [], "fork": [],
-                           "slice1000_bytes": 0, "last50_bytes": 0}
-    cpu: dict[str, list[float]] = {k: [0.0, 0.0, 0] for k in ("last50", "slice1000", "state",
-                                                                "fork")}
+    out: dict[str, Any] = {
+        "last50": [],
+        "slice1000": [],
+        "state": [],
+        "fork": [],
+        "slice1000_bytes": 0,
+        "last50_bytes": 0,
+    }
+    cpu: dict[str, list[float]] = {
+        k: [0.0, 0.0, 0] for k in ("last50", "slice1000", "state", "fork")
+    }
     forks: list[str] = []
 
     def measured(
@@ -907,35 +1077,45 @@ def api_reads(port: int, key: str, sid: str, head: int, rounds: int, n: int,
             assert len(page["events"]) == 50 and page["events"][0]["seq"] >= head, page["head_seq"]
 
             afters = [rng.randint(0, head - 1000) for _ in range(max(1, n // 5))]
-            done = measured("slice1000", [
-                (conn.build("GET", f"{base}/events?after_seq={a}&limit=1000"), (200,))
-                for a in afters])
+            done = measured(
+                "slice1000",
+                [
+                    (conn.build("GET", f"{base}/events?after_seq={a}&limit=1000"), (200,))
+                    for a in afters
+                ],
+            )
             out["slice1000"].append([ms for ms, _ in done])
             out["slice1000_bytes"] = len(done[-1][1])
             page = json.loads(done[-1][1])
             assert len(page["events"]) == 1000 and page["events"][0]["seq"] == afters[-1] + 1
 
             ats = [rng.randint(1, head) for _ in range(n // 2)]
-            done = measured("state", [(conn.build("GET", f"{base}/state?at_seq={a}"), (200,))
-                                      for a in ats])
+            done = measured(
+                "state", [(conn.build("GET", f"{base}/state?at_seq={a}"), (200,)) for a in ats]
+            )
             out["state"].append([ms for ms, _ in done])
             assert json.loads(done[-1][1])["seq"] == ats[-1]
 
             ats = [rng.randint(1, head) for _ in range(max(1, n // 5))]
-            done = measured("fork", [(conn.build("POST", f"{base}/fork", {"at_seq": a}), (201,))
-                                     for a in ats])
+            done = measured(
+                "fork", [(conn.build("POST", f"{base}/fork", {"at_seq": a}), (201,)) for a in ats]
+            )
             out["fork"].append([ms for ms, _ in done])
             forks.extend(json.loads(body)["id"] for _, body in done)
     finally:
         conn.close()
     out["forks"] = forks
-    out["cpu"] = {k: {"server_cpu_ms": v[0] * 1000 / v[2], "pg_cpu_ms": v[1] * 1000 / v[2]}
-                  for k, v in cpu.items() if v[2]}
+    out["cpu"] = {
+        k: {"server_cpu_ms": v[0] * 1000 / v[2], "pg_cpu_ms": v[1] * 1000 / v[2]}
+        for k, v in cpu.items()
+        if v[2]
+    }
     return out
 
 
-def concurrent_appends(port: int, key: str, sids: list[str], bodies: list[bytes],
-                       seconds: float) -> dict[str, Any]:
+def concurrent_appends(
+    port: int, key: str, sids: list[str], bodies: list[bytes], seconds: float
+) -> dict[str, Any]:
     """One keep-alive connection and one session per thread, for `seconds`: appends/s."""
     counts = [0] * len(sids)
     lat: list[list[float]] = [[] for _ in sids]
@@ -977,8 +1157,12 @@ def concurrent_appends(port: int, key: str, sids: list[str], bodies: list[bytes]
     if errors:
         raise RuntimeError(errors[0])
     flat = [v for lst in lat for v in lst]
-    return {"appends_per_s": sum(counts) / elapsed, "p50": pct(flat, 0.5), "p95": pct(flat, 0.95),
-            "connections": len(sids)}
+    return {
+        "appends_per_s": sum(counts) / elapsed,
+        "p50": pct(flat, 0.5),
+        "p95": pct(flat, 0.95),
+        "connections": len(sids),
+    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -1011,8 +1195,12 @@ def service_appends(
             lst = []
             for i in range(n):
                 ev = factory.api_event(rng, i)
-                draft = EventDraft(kind=ev["kind"], content=ev["content"], role=ev.get("role", ""),
-                                   tokens=ev.get("tokens", 0))
+                draft = EventDraft(
+                    kind=ev["kind"],
+                    content=ev["content"],
+                    role=ev.get("role", ""),
+                    tokens=ev.get("tokens", 0),
+                )
                 t0 = time.perf_counter_ns()
                 append_events(session, [draft], actor=actor)
                 lst.append((time.perf_counter_ns() - t0) / 1e6)
@@ -1041,25 +1229,44 @@ def render(results: dict[str, Any]) -> str:
     cfg = results["config"]
     bar = "=" * 108
     w(bar)
-    w(f"Switchboard ingest benchmark  {results['started_at']}  git {cfg['git']}  "
-      f"{'QUICK' if cfg['quick'] else 'FULL'} run")
-    w(f"PostgreSQL {cfg['postgres']} · Python {cfg['python']} · {cfg['cpus']} CPUs, shared by "
-      "the client and the server: they compete, so latencies include the client's own time")
+    w(
+        f"Switchboard ingest benchmark  {results['started_at']}  git {cfg['git']}  "
+        f"{'QUICK' if cfg['quick'] else 'FULL'} run"
+    )
+    w(
+        f"PostgreSQL {cfg['postgres']} · Python {cfg['python']} · {cfg['cpus']} CPUs, shared by "
+        "the client and the server: they compete, so latencies include the client's own time"
+    )
     others = results.get("other_cores", 0.0)
-    w(f"other work on the machine during the HTTP figures: {others:.2f} of {cfg['cpus']} cores"
-      + ("  << latencies are inflated; CPU per request is the steadier figure" if others > 0.25
-         else " (quiet)"))
-    w(f"server: {cfg['server']} --lifespan off --no-access-log, DEBUG=false, REDIS_URL set (each"
-      f" append does its after-commit group_send), snapshot every {cfg['snapshot_every']} events")
+    w(
+        f"other work on the machine during the HTTP figures: {others:.2f} of {cfg['cpus']} cores"
+        + (
+            "  << latencies are inflated; CPU per request is the steadier figure"
+            if others > 0.25
+            else " (quiet)"
+        )
+    )
+    w(
+        f"server: {cfg['server']} --lifespan off --no-access-log, DEBUG=false, REDIS_URL set (each"
+        f" append does its after-commit group_send), snapshot every {cfg['snapshot_every']} events"
+    )
     if cfg.get("server_root") and cfg["server_root"] != str(ROOT):
         w(f"server code from {cfg['server_root']} (--server-root); in-process rows use this tree")
-    w(f"client: raw-socket HTTP/1.1 keep-alive, one request at a time, {cfg['rounds']} rounds; "
-      "p50/p95 over all samples; [a-b] = spread of the per-round medians")
+    w(
+        f"client: raw-socket HTTP/1.1 keep-alive, one request at a time, {cfg['rounds']} rounds; "
+        "p50/p95 over all samples; [a-b] = spread of the per-round medians"
+    )
     w(bar)
     hdr = f"{'':56}{'p50 ms':>8}{'p95 ms':>9}  {'baseline':>11}{'ratio':>8}   target"
 
-    def line(label: str, s: dict[str, Any], base: float | None, target: str, ok: bool | None,
-             spread: bool = True) -> None:
+    def line(
+        label: str,
+        s: dict[str, Any],
+        base: float | None,
+        target: str,
+        ok: bool | None,
+        spread: bool = True,
+    ) -> None:
         rng = f" [{s['round_p50_min']:.2f}-{s['round_p50_max']:.2f}]" if spread else ""
         head = f"  {label}{rng}"
         basecol = f"{base:8.2f} ms{s['p50'] / base:7.1f}x" if base else f"{'':11}{'':8}"
@@ -1072,25 +1279,48 @@ def render(results: dict[str, Any]) -> str:
     w(hdr)
     labels = list(ap)
     for label in labels:
-        line(f"session at {label:>9} events", ap[label], raw["p50"], "p50 <= 2 ms",
-             ap[label]["p50"] <= 2.0)
+        line(
+            f"session at {label:>9} events",
+            ap[label],
+            raw["p50"],
+            "p50 <= 2 ms",
+            ap[label]["p50"] <= 2.0,
+        )
     flat = ap[labels[-1]]["p50"] / ap[labels[0]]["p50"]
-    w(f"  {'flat: p50 at ' + labels[-1] + ' / p50 at ' + labels[0]:<54}{flat:8.2f}x"
-      f"{'':30}<= 1.20x       {'PASS' if flat <= 1.2 else 'MISS'}")
+    w(
+        f"  {'flat: p50 at ' + labels[-1] + ' / p50 at ' + labels[0]:<54}{flat:8.2f}x"
+        f"{'':30}<= 1.20x       {'PASS' if flat <= 1.2 else 'MISS'}"
+    )
     cpu = results["append_single_cpu"]
-    w(f"  CPU per append: server {cpu['server_cpu_ms']:.2f} ms, its PostgreSQL backend "
-      f"{cpu['pg_cpu_ms']:.2f} ms")
+    w(
+        f"  CPU per append: server {cpu['server_cpu_ms']:.2f} ms, its PostgreSQL backend "
+        f"{cpu['pg_cpu_ms']:.2f} ms"
+    )
     line("raw psycopg, autocommit INSERT (baseline)", raw, None, "", None, False)
     line("raw psycopg, BEGIN; INSERT; COMMIT", results["raw_single_tx"], None, "", None, False)
-    line("raw psycopg, BEGIN; UPDATE head; INSERT; COMMIT", results["raw_single_alloc"], None, "",
-         None, False)
-    line("append_events() in-process: no HTTP, no broadcast", results["service_single"], None,
-         "", None, False)
+    line(
+        "raw psycopg, BEGIN; UPDATE head; INSERT; COMMIT",
+        results["raw_single_alloc"],
+        None,
+        "",
+        None,
+        False,
+    )
+    line(
+        "append_events() in-process: no HTTP, no broadcast",
+        results["service_single"],
+        None,
+        "",
+        None,
+        False,
+    )
     b = results.get("broadcast")
     if b:
-        w(f"  broadcast (2 group_sends to Redis): p50 {b['with_redis_p50']:.2f} ms with Redis vs "
-          f"{b['without_redis_p50']:.2f} ms in-memory layer = {b['cost_ms']:+.2f} ms/append; "
-          f"server CPU {b['with_redis_cpu_ms']:.2f} vs {b['without_redis_cpu_ms']:.2f} ms")
+        w(
+            f"  broadcast (2 group_sends to Redis): p50 {b['with_redis_p50']:.2f} ms with Redis vs "
+            f"{b['without_redis_p50']:.2f} ms in-memory layer = {b['cost_ms']:+.2f} ms/append; "
+            f"server CPU {b['with_redis_cpu_ms']:.2f} vs {b['without_redis_cpu_ms']:.2f} ms"
+        )
 
     w("")
     w("APPEND, batches of 100 (HTTP API)  vs  raw psycopg: 100 rows per transaction, one INSERT")
@@ -1098,62 +1328,96 @@ def render(results: dict[str, Any]) -> str:
     api_rate, raw_rate = 100_000 / bt["p50"], 100_000 / rb["p50"]
     share = api_rate / raw_rate
     cpu = results["append_batch_cpu"]
-    w(f"  API  {api_rate:>8,.0f} events/s   batch p50 {bt['p50']:6.2f} ms  p95 {bt['p95']:6.2f} ms"
-      f"   CPU per batch: server {cpu['server_cpu_ms']:.1f} ms, PostgreSQL "
-      f"{cpu['pg_cpu_ms']:.1f} ms")
+    w(
+        f"  API  {api_rate:>8,.0f} events/s   batch p50 {bt['p50']:6.2f} ms"
+        f"  p95 {bt['p95']:6.2f} ms"
+        f"   CPU per batch: server {cpu['server_cpu_ms']:.1f} ms, PostgreSQL "
+        f"{cpu['pg_cpu_ms']:.1f} ms"
+    )
     w(f"  raw  {raw_rate:>8,.0f} events/s   batch p50 {rb['p50']:6.2f} ms  p95 {rb['p95']:6.2f} ms")
-    w(f"  {'API / raw = ' + format(share, '.0%'):<54}{'':41}>= 40% of raw  "
-      f"{'PASS' if share >= 0.40 else 'MISS'}")
+    w(
+        f"  {'API / raw = ' + format(share, '.0%'):<54}{'':41}>= 40% of raw  "
+        f"{'PASS' if share >= 0.40 else 'MISS'}"
+    )
 
     rd, rr, big = results["reads"], results["raw_reads"], cfg["big"]
     w("")
     w(f"READS on the {big:,}-event session (HTTP API)  vs  the same SELECT with raw psycopg")
     w(hdr)
-    line(f"read last 50 ({rd['last50_bytes']:,} B)", rd["last50"], rr["last50"]["p50"],
-         "p95 <= 3 ms", rd["last50"]["p95"] <= 3.0)
-    line(f"1,000-event slice, random offset ({rd['slice1000_bytes'] / 1024:,.0f} KiB)",
-         rd["slice1000"], rr["slice1000"]["p50"], "(none)", None)
+    line(
+        f"read last 50 ({rd['last50_bytes']:,} B)",
+        rd["last50"],
+        rr["last50"]["p50"],
+        "p95 <= 3 ms",
+        rd["last50"]["p95"] <= 3.0,
+    )
+    line(
+        f"1,000-event slice, random offset ({rd['slice1000_bytes'] / 1024:,.0f} KiB)",
+        rd["slice1000"],
+        rr["slice1000"]["p50"],
+        "(none)",
+        None,
+    )
     line("state at a random seq", rd["state"], None, "p95 <= 10 ms", rd["state"]["p95"] <= 10.0)
     copied = rd["fork_rows_copied"]
-    line("fork at a random seq", rd["fork"], None, "p95 <= 5 ms",
-         rd["fork"]["p95"] <= 5.0 and copied == 0)
-    w(f"  fork check: {rd['forks_made']} forks; event rows {rd['rows_before']:,} before, "
-      f"{rd['rows_after']:,} after (copied: {copied}); rows owned by the forks: "
-      f"{rd['fork_owned_rows']}")
-    cpus = ", ".join(f"{k} {v['server_cpu_ms']:.2f}+{v['pg_cpu_ms']:.2f}"
-                     for k, v in rd["cpu"].items())
+    line(
+        "fork at a random seq",
+        rd["fork"],
+        None,
+        "p95 <= 5 ms",
+        rd["fork"]["p95"] <= 5.0 and copied == 0,
+    )
+    w(
+        f"  fork check: {rd['forks_made']} forks; event rows {rd['rows_before']:,} before, "
+        f"{rd['rows_after']:,} after (copied: {copied}); rows owned by the forks: "
+        f"{rd['fork_owned_rows']}"
+    )
+    cpus = ", ".join(
+        f"{k} {v['server_cpu_ms']:.2f}+{v['pg_cpu_ms']:.2f}" for k, v in rd["cpu"].items()
+    )
     w(f"  CPU per request, server+PostgreSQL ms: {cpus}")
 
     st = results["storage"]
     w("")
     w("STORAGE, sessions_app_event with all its indexes  vs  the same rows, primary key only")
-    w(f"  product {st['bytes_per_event']:6.0f} B/event   raw {st['raw_bytes_per_event']:6.0f} "
-      f"B/event   ratio {st['ratio']:.2f}x{'':40}<= 2x raw      "
-      f"{'PASS' if st['ratio'] <= 2.0 else 'MISS'}")
+    w(
+        f"  product {st['bytes_per_event']:6.0f} B/event   raw {st['raw_bytes_per_event']:6.0f} "
+        f"B/event   ratio {st['ratio']:.2f}x{'':40}<= 2x raw      "
+        f"{'PASS' if st['ratio'] <= 2.0 else 'MISS'}"
+    )
     idx = ", ".join(f"{k} {v / st['rows']:.0f}" for k, v in st["index_bytes"].items())
-    w(f"  {st['rows']:,} rows; heap {st['heap_bytes'] / st['rows']:.0f} B/event; indexes "
-      f"(B/event): {idx}")
-    w(f"  content: {st['avg_content_json_bytes']:.0f} B of JSON per event on average "
-      f"(jsonb {st['avg_content_stored_bytes']:.0f} B, searchable text "
-      f"{st['avg_text_stored_bytes']:.0f} B)")
+    w(
+        f"  {st['rows']:,} rows; heap {st['heap_bytes'] / st['rows']:.0f} B/event; indexes "
+        f"(B/event): {idx}"
+    )
+    w(
+        f"  content: {st['avg_content_json_bytes']:.0f} B of JSON per event on average "
+        f"(jsonb {st['avg_content_stored_bytes']:.0f} B, searchable text "
+        f"{st['avg_text_stored_bytes']:.0f} B)"
+    )
 
     if results.get("matrix"):
         w("")
-        w("SERVER SETUPS (Redis on): sequential = 1 keep-alive connection, single-event appends;"
-          " concurrent = 4 connections on 4 sessions")
-        w(f"  {'setup':<52}{'seq p50':>8}{'seq p95':>9}{'CPU/req':>9}{'conc/s':>9}"
-          f"{'conc p50':>10}")
+        w(
+            "SERVER SETUPS (Redis on): sequential = 1 keep-alive connection, single-event appends;"
+            " concurrent = 4 connections on 4 sessions"
+        )
+        w(f"  {'setup':<52}{'seq p50':>8}{'seq p95':>9}{'CPU/req':>9}{'conc/s':>9}{'conc p50':>10}")
         for m in results["matrix"]:
-            w(f"  {m['label']:<52}{m['seq']['p50']:8.2f}{m['seq']['p95']:9.2f}"
-              f"{m['seq_cpu']['server_cpu_ms']:9.2f}{m['conc']['appends_per_s']:9.0f}"
-              f"{m['conc']['p50']:10.2f}")
+            w(
+                f"  {m['label']:<52}{m['seq']['p50']:8.2f}{m['seq']['p95']:9.2f}"
+                f"{m['seq_cpu']['server_cpu_ms']:9.2f}{m['conc']['appends_per_s']:9.0f}"
+                f"{m['conc']['p50']:10.2f}"
+            )
         w(f"  the figures above use: {cfg['server']}")
 
     w("")
     w("Load: " + results["load"]["summary"])
     w("")
-    w("REFERENCE (from the issue; in-process, no HTTP; other machines and libraries, not measured"
-      " here):")
+    w(
+        "REFERENCE (from the issue; in-process, no HTTP; other machines and libraries, not measured"
+        " here):"
+    )
     for ref in REFERENCE_LINES:
         w(f"  {ref}")
     w(bar)
@@ -1165,48 +1429,73 @@ def render(results: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def warm_up(port: int, key: str, factory: ContentFactory, warm_sid: str, read_sid: str,
-            workers: int) -> None:
+def warm_up(
+    port: int, key: str, factory: ContentFactory, warm_sid: str, read_sid: str, workers: int
+) -> None:
     """Every worker process (connections spread over them), every endpoint measured."""
     warm = append_bodies(factory, 30, seed=1)
     for _ in range(max(2, workers * 3)):
         c = HttpConn(port, key)
         for body in warm:
             timed(c, c.build("POST", f"/api/v1/sessions/{warm_sid}/events", body), (201,))
-        for q in ("events?order=desc&limit=50", "events?after_seq=10&limit=1000",
-                  "state?at_seq=1"):
+        for q in ("events?order=desc&limit=50", "events?after_seq=10&limit=1000", "state?at_seq=1"):
             timed(c, c.build("GET", f"/api/v1/sessions/{read_sid}/{q}"))
         c.close()
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true",
-                   help="small run: big session 100,000 events, 3 rounds, no server matrix")
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="small run: big session 100,000 events, 3 rounds, no server matrix",
+    )
     p.add_argument("--rounds", type=int, help="rounds per measurement (default 5; quick 3)")
-    p.add_argument("--appends", type=int,
-                   help="single-event appends per session size per round (default 200; quick 100)")
+    p.add_argument(
+        "--appends",
+        type=int,
+        help="single-event appends per session size per round (default 200; quick 100)",
+    )
     p.add_argument("--batches", type=int, help="batches of 100 per round (default 30; quick 10)")
-    p.add_argument("--reads", type=int,
-                   help="read-last-50 requests per round (state: half, slices/forks: a fifth; "
-                        "default 100; quick 40)")
-    p.add_argument("--sizes", default=None,
-                   help="comma-separated session sizes (default 100,10000,1000000; quick "
-                        "100,10000,100000); the largest one is the read benchmark's session")
+    p.add_argument(
+        "--reads",
+        type=int,
+        help="read-last-50 requests per round (state: half, slices/forks: a fifth; "
+        "default 100; quick 40)",
+    )
+    p.add_argument(
+        "--sizes",
+        default=None,
+        help="comma-separated session sizes (default 100,10000,1000000; quick "
+        "100,10000,100000); the largest one is the read benchmark's session",
+    )
     p.add_argument("--db", default="switchboard_bench", help="scratch database (dropped first)")
     p.add_argument("--workers", type=int, default=DEFAULT_WORKERS)
     p.add_argument("--http", default=DEFAULT_HTTP, choices=["httptools", "h11"])
     p.add_argument("--loop", default=DEFAULT_LOOP, choices=["uvloop", "asyncio"])
-    p.add_argument("--server-matrix", dest="matrix", action="store_true", default=None,
-                   help="also compare server setups (default on in full runs)")
+    p.add_argument(
+        "--server-matrix",
+        dest="matrix",
+        action="store_true",
+        default=None,
+        help="also compare server setups (default on in full runs)",
+    )
     p.add_argument("--no-server-matrix", dest="matrix", action="store_false")
-    p.add_argument("--keep-server", action="store_true",
-                   help="leave the server running at the end (prints its port); default: stop it")
+    p.add_argument(
+        "--keep-server",
+        action="store_true",
+        help="leave the server running at the end (prints its port); default: stop it",
+    )
     p.add_argument("--seed", type=int, default=7)
-    p.add_argument("--server-root", type=Path, default=ROOT,
-                   help="run the server from this checkout (same schema), e.g. a copy of the "
-                        "tree before a change, for before/after figures")
+    p.add_argument(
+        "--server-root",
+        type=Path,
+        default=ROOT,
+        help="run the server from this checkout (same schema), e.g. a copy of the "
+        "tree before a change, for before/after figures",
+    )
     args = p.parse_args()
     global SERVER_ROOT
     SERVER_ROOT = args.server_root.resolve()
@@ -1216,8 +1505,10 @@ def main() -> int:
     n_append = args.appends or (100 if quick else 200)
     n_batch = args.batches or (10 if quick else 30)
     n_reads = args.reads or (40 if quick else 100)
-    sizes = [int(s) for s in (args.sizes or ("100,10000,100000" if quick else
-                                             "100,10000,1000000")).split(",")]
+    sizes = [
+        int(s)
+        for s in (args.sizes or ("100,10000,100000" if quick else "100,10000,1000000")).split(",")
+    ]
     matrix = (not quick) if args.matrix is None else args.matrix
     big = max(sizes)
 
@@ -1229,8 +1520,12 @@ def main() -> int:
     log(f"recreating database {args.db} and migrating")
     recreate_database(args.db)
     os.environ.update(server_env(args.db))
-    subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-                   cwd=ROOT, env=server_env(args.db), check=True)
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
+        cwd=ROOT,
+        env=server_env(args.db),
+        check=True,
+    )
 
     sys.path.insert(0, str(ROOT))
     import django
@@ -1260,11 +1555,14 @@ def main() -> int:
     for i, size in enumerate(sorted(sizes, reverse=True)):
         sid = new_session(f"loaded {size}")
         with Timer() as t:
-            _, snaps = load_session_events(conn, factory, sid, size, every=every,
-                                           seed=args.seed + i)
+            _, snaps = load_session_events(
+                conn, factory, sid, size, every=every, seed=args.seed + i
+            )
         loaded[size] = sid
-        load_notes.append(f"{size:,} events + {snaps} snapshots in {t.seconds:.1f}s "
-                          f"({size / t.seconds:,.0f} events/s)")
+        load_notes.append(
+            f"{size:,} events + {snaps} snapshots in {t.seconds:.1f}s "
+            f"({size / t.seconds:,.0f} events/s)"
+        )
         log(f"loaded {load_notes[-1]}")
     conn.autocommit = True
     with Timer() as t:
@@ -1276,8 +1574,10 @@ def main() -> int:
     check_size = sorted(sizes)[1] if len(sizes) > 1 else sizes[0]
     check_at = (check_size // every) * every
     verified = verify_snapshot(loaded[check_size], check_at) if check_at else True
-    load_notes.append(f"snapshot at seq {check_at} of the {check_size:,} session "
-                      f"{'equals' if verified else 'DIFFERS FROM'} a full fold")
+    load_notes.append(
+        f"snapshot at seq {check_at} of the {check_size:,} session "
+        f"{'equals' if verified else 'DIFFERS FROM'} a full fold"
+    )
     log(load_notes[-1])
 
     batch_sid = new_session("batches")
@@ -1294,8 +1594,9 @@ def main() -> int:
     raw_tx = summarise(raw_single(conn, raw_events, rounds, mode="tx"))
     raw_alloc = summarise(raw_single(conn, raw_events, rounds, mode="alloc"))
     brng = random.Random(11)
-    raw_batch_events = [[factory.api_event(brng, j) for j in range(100)]
-                        for _ in range(rounds * n_batch)]
+    raw_batch_events = [
+        [factory.api_event(brng, j) for j in range(100)] for _ in range(rounds * n_batch)
+    ]
     raw_batches(conn, raw_batch_events[:5], 1)
     rawb = summarise(raw_batches(conn, raw_batch_events, rounds))
     rr_raw = raw_reads(conn, read_sid, big, rounds, n_reads, random.Random(3))
@@ -1308,21 +1609,39 @@ def main() -> int:
     results: dict[str, Any] = {
         "started_at": started.isoformat(),
         "config": {
-            "quick": quick, "rounds": rounds, "appends_per_round": n_append,
-            "batches_per_round": n_batch, "reads_per_round": n_reads, "sizes": sizes, "big": big,
-            "snapshot_every": every, "postgres": pg_version,
-            "python": platform.python_version(), "cpus": os.cpu_count(),
-            "git": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                                  capture_output=True, text=True).stdout.strip() + (
-                "+dirty" if subprocess.run(["git", "status", "--porcelain", "sessions_app",
-                                            "config"], cwd=ROOT, capture_output=True,
-                                           text=True).stdout.strip() else ""),
+            "quick": quick,
+            "rounds": rounds,
+            "appends_per_round": n_append,
+            "batches_per_round": n_batch,
+            "reads_per_round": n_reads,
+            "sizes": sizes,
+            "big": big,
+            "snapshot_every": every,
+            "postgres": pg_version,
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "git": subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+            ).stdout.strip()
+            + (
+                "+dirty"
+                if subprocess.run(
+                    ["git", "status", "--porcelain", "sessions_app", "config"],
+                    cwd=ROOT,
+                    capture_output=True,
+                    text=True,
+                ).stdout.strip()
+                else ""
+            ),
             "server": f"uvicorn --workers {args.workers} --http {args.http} --loop {args.loop}",
             "server_root": str(SERVER_ROOT),
         },
-        "raw_single": raw1, "raw_single_tx": raw_tx, "raw_single_alloc": raw_alloc,
+        "raw_single": raw1,
+        "raw_single_tx": raw_tx,
+        "raw_single_alloc": raw_alloc,
         "raw_batch": rawb,
-        "raw_reads": raw_reads_s, "service_single": service,
+        "raw_reads": raw_reads_s,
+        "service_single": service,
         "load": {"summary": "; ".join(load_notes)},
     }
 
@@ -1344,8 +1663,10 @@ def main() -> int:
 
         log("single-event appends")
         labels = {f"{size:,}": str(loaded[size]) for size in sorted(sizes)}
-        bodies = {label: append_bodies(factory, rounds * n_append, seed=100 + i)
-                  for i, label in enumerate(labels)}
+        bodies = {
+            label: append_bodies(factory, rounds * n_append, seed=100 + i)
+            for i, label in enumerate(labels)
+        }
         with meter() as m:
             singles = api_single_appends(port, api_key, labels, bodies, rounds)
         results["append_single"] = {label: summarise(v) for label, v in singles.items()}
@@ -1362,22 +1683,29 @@ def main() -> int:
         log(f"reads on the {big:,}-event session")
         with conn.cursor() as cur:
             rows_before = cur.execute("SELECT count(*) FROM sessions_app_event").fetchone()[0]
-            head = cur.execute("SELECT head_seq FROM sessions_app_session WHERE id = %s",
-                               (read_sid,)).fetchone()[0]
+            head = cur.execute(
+                "SELECT head_seq FROM sessions_app_session WHERE id = %s", (read_sid,)
+            ).fetchone()[0]
         conn.commit()
-        reads = api_reads(port, api_key, str(read_sid), head, rounds, n_reads,
-                          random.Random(4), meter)
+        reads = api_reads(
+            port, api_key, str(read_sid), head, rounds, n_reads, random.Random(4), meter
+        )
         with conn.cursor() as cur:
             rows_after = cur.execute("SELECT count(*) FROM sessions_app_event").fetchone()[0]
-            owned = cur.execute("SELECT count(*) FROM sessions_app_event WHERE session_id ="
-                                " ANY(%s::uuid[])", (reads["forks"],)).fetchone()[0]
+            owned = cur.execute(
+                "SELECT count(*) FROM sessions_app_event WHERE session_id = ANY(%s::uuid[])",
+                (reads["forks"],),
+            ).fetchone()[0]
         conn.commit()
         results["reads"] = {
             **{k: summarise(reads[k]) for k in ("last50", "slice1000", "state", "fork")},
             "cpu": reads["cpu"],
-            "last50_bytes": reads["last50_bytes"], "slice1000_bytes": reads["slice1000_bytes"],
-            "forks_made": len(reads["forks"]), "rows_before": rows_before,
-            "rows_after": rows_after, "fork_rows_copied": rows_after - rows_before,
+            "last50_bytes": reads["last50_bytes"],
+            "slice1000_bytes": reads["slice1000_bytes"],
+            "forks_made": len(reads["forks"]),
+            "rows_before": rows_before,
+            "rows_after": rows_after,
+            "fork_rows_copied": rows_after - rows_before,
             "fork_owned_rows": owned,
         }
         others.__exit__()
@@ -1389,12 +1717,19 @@ def main() -> int:
         # Each setup: a fresh session, `mbodies` single-event appends on one connection
         # (sequential), then 4 connections on 4 sessions for a few seconds (concurrent).
         chosen = (args.workers, args.http, args.loop)
-        setups: list[tuple[int, str, str, bool, bool]] = [(*chosen, True, False),
-                                                          (*chosen, False, False)]
+        setups: list[tuple[int, str, str, bool, bool]] = [
+            (*chosen, True, False),
+            (*chosen, False, False),
+        ]
         if matrix:
-            for setup in [(1, "httptools", "uvloop"), (1, "h11", "asyncio"),
-                          (1, "httptools", "asyncio"), (2, "httptools", "uvloop"),
-                          (2, "h11", "asyncio"), (4, "httptools", "uvloop")]:
+            for setup in [
+                (1, "httptools", "uvloop"),
+                (1, "h11", "asyncio"),
+                (1, "httptools", "asyncio"),
+                (2, "httptools", "uvloop"),
+                (2, "h11", "asyncio"),
+                (4, "httptools", "uvloop"),
+            ]:
                 if setup != chosen:
                     setups.append((*setup, True, False))
             # Not the product's setup (no websockets): how much of a request is Django's ASGI
@@ -1404,8 +1739,9 @@ def main() -> int:
         mbodies = append_bodies(factory, 150 if quick else 300, seed=300)
         for workers, http, loop, redis, wsgi in setups:
             port = free_port()
-            srv = Server(args.db, port, workers=workers, http=http, loop=loop, redis=redis,
-                         wsgi=wsgi)
+            srv = Server(
+                args.db, port, workers=workers, http=http, loop=loop, redis=redis, wsgi=wsgi
+            )
             servers.append(srv)
             log(f"setup: {srv.label}")
             srv.wait_ready(api_key, f"/api/v1/sessions/{read_sid}")
@@ -1414,12 +1750,18 @@ def main() -> int:
             c = HttpConn(port, api_key)
             path = f"/api/v1/sessions/{sid}/events"
             with CpuMeter(srv, conn, args.db) as m:
-                seq = summarise([[timed(c, c.build("POST", path, b), (201,))[0]
-                                  for b in mbodies]])
+                seq = summarise([[timed(c, c.build("POST", path, b), (201,))[0] for b in mbodies]])
             c.close()
-            row = {"label": srv.label, "workers": workers, "http": http, "loop": loop,
-                   "redis": redis, "wsgi": wsgi, "seq": seq,
-                   "seq_cpu": m.per_request(len(mbodies))}
+            row = {
+                "label": srv.label,
+                "workers": workers,
+                "http": http,
+                "loop": loop,
+                "redis": redis,
+                "wsgi": wsgi,
+                "seq": seq,
+                "seq_cpu": m.per_request(len(mbodies)),
+            }
             conc_sids = [str(new_session(f"conc {i}")) for i in range(4)]
             row["conc"] = concurrent_appends(port, api_key, conc_sids, mbodies[:100], 3.0)
             matrix_rows.append(row)

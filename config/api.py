@@ -91,8 +91,9 @@ def authentication_error(request: HttpRequest, exc: AuthenticationError) -> Http
 
 @api.exception_handler(Throttled)
 def throttled(request: HttpRequest, exc: Throttled) -> HttpResponse:
+    retry_after = math.ceil(exc.wait or 0)
     response = error_response(
-        429, "rate_limited", "Too many requests for this API key.", {"retry_after": math.ceil(exc.wait or 0)}
+        429, "rate_limited", "Too many requests for this API key.", {"retry_after": retry_after}
     )
     if exc.wait:
         response["Retry-After"] = str(math.ceil(exc.wait))
@@ -101,8 +102,15 @@ def throttled(request: HttpRequest, exc: Throttled) -> HttpResponse:
 
 @api.exception_handler(HttpError)
 def http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
-    codes = {400: "bad_request", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
-             409: "conflict", 413: "payload_too_large", 422: "invalid_input"}
+    codes = {
+        400: "bad_request",
+        403: "forbidden",
+        404: "not_found",
+        405: "method_not_allowed",
+        409: "conflict",
+        413: "payload_too_large",
+        422: "invalid_input",
+    }
     return error_response(exc.status_code, codes.get(exc.status_code, "http_error"), str(exc))
 
 

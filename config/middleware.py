@@ -1,4 +1,3 @@
-
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
@@ -21,7 +20,8 @@ class ApiBodyLimitMiddleware:
                 return error_response(400, "bad_request", "Content-Length is not a number.")
             if length > limit:
                 return error_response(
-                    413, "payload_too_large",
+                    413,
+                    "payload_too_large",
                     f"The request body is {length} bytes; the limit is {limit}.",
                     {"limit": limit, "size": length},
                 )
@@ -49,8 +49,14 @@ class DashboardDomainErrorMiddleware:
     The API renders the same errors as JSON in config/api.py; this is the dashboard's one place.
     """
 
-    TITLES = {403: "Not allowed", 404: "Not found", 409: "That cannot be done now",
-              413: "Too large", 422: "Check your input", 400: "Check your input"}
+    TITLES = {
+        403: "Not allowed",
+        404: "Not found",
+        409: "That cannot be done now",
+        413: "Too large",
+        422: "Check your input",
+        400: "Check your input",
+    }
     HINTS = {
         403: "Your role in this project does not allow this. An admin can change your role.",
         404: "It may have been deleted, or it belongs to a project you are not a member of.",

@@ -35,9 +35,10 @@ class LiveConsumer(AsyncWebsocketConsumer):
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         kind = message.get("type", "")
-        if not kind.startswith("websocket.") and getattr(
-            self, get_handler_name(message), None
-        ) is None:
+        if (
+            not kind.startswith("websocket.")
+            and getattr(self, get_handler_name(message), None) is None
+        ):
             # Another app's event on a shared group (the project group carries task events
             # too): not ours to render, and no reason to drop the connection.
             await aclose_old_connections()

@@ -3,7 +3,6 @@
 Every other app's rows belong to exactly one Project; nothing here knows what they are.
 """
 
-
 from django.conf import settings
 from django.db import models
 

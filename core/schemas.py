@@ -128,14 +128,16 @@ def decimal_in(integer_digits: int) -> Any:
     return Annotated[
         Decimal,
         PlainValidator(parse),
-        WithJsonSchema({
-            "anyOf": [
-                {"type": "number", "minimum": 0, "maximum": float(maximum)},
-                {"type": "string", "pattern": pattern},
-            ],
-            "description": f"A non-negative decimal: a string with at most {DECIMAL_PLACES} "
-            "decimals, or a number (rounded to that many).",
-        }),
+        WithJsonSchema(
+            {
+                "anyOf": [
+                    {"type": "number", "minimum": 0, "maximum": float(maximum)},
+                    {"type": "string", "pattern": pattern},
+                ],
+                "description": f"A non-negative decimal: a string with at most {DECIMAL_PLACES} "
+                "decimals, or a number (rounded to that many).",
+            }
+        ),
     ]
 
 

@@ -77,5 +77,5 @@ def active_key_with_project(prefix: str) -> ApiKey | None:
     if row is None:
         return None
     api_key = instance_from_row(ApiKey, key_fields, row[: len(key_fields)])
-    api_key.project = instance_from_row(Project, project_fields, row[len(key_fields):])
+    api_key.project = instance_from_row(Project, project_fields, row[len(key_fields) :])
     return api_key

@@ -5,6 +5,7 @@ the tasks app in switchboard.api; everything else about sessions is here.
 """
 
 import json
+from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
 from typing import Any, Literal
@@ -62,10 +63,19 @@ class BudgetIn(InSchema):
 
 
 class SessionIn(InSchema):
-    model_config = ConfigDict(json_schema_extra={"examples": [{
-        "agent": "support-bot", "external_id": "ticket-4812", "title": "Refund request",
-        "metadata": {"channel": "email"}, "budget": {"max_tokens": 200000, "max_cost": "5.00"},
-    }]})
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "agent": "support-bot",
+                    "external_id": "ticket-4812",
+                    "title": "Refund request",
+                    "metadata": {"channel": "email"},
+                    "budget": {"max_tokens": 200000, "max_cost": "5.00"},
+                }
+            ]
+        }
+    )
 
     agent: str = Field(..., min_length=1, max_length=100)
     external_id: str | None = Field(None, min_length=1, max_length=200)
@@ -79,7 +89,8 @@ class EventIn(InSchema):
     # Checked by the append service (after the session is found: an unknown session is a 404
     # whatever its events), so the schema lists the kinds and the parser takes any string.
     kind: str = Field(
-        ..., json_schema_extra={"enum": sorted(AGENT_KINDS)},
+        ...,
+        json_schema_extra={"enum": sorted(AGENT_KINDS)},
         description="lifecycle and handoff events are written by the system only",
     )
     tier: Literal["transient", "durable"] | None = None
@@ -91,13 +102,30 @@ class EventIn(InSchema):
 
 
 class AppendIn(InSchema):
-    model_config = ConfigDict(json_schema_extra={"examples": [{"events": [
-        {"kind": "message", "role": "user", "content": {"text": "Where is my refund?"},
-         "tokens": 12, "cost": "0.000150", "idempotency_key": "msg-0001"},
-        {"kind": "state", "content": {"stage": "triage"}},
-        {"kind": "fact", "content": {"key": "order_id", "value": "A-1001"}},
-        {"kind": "decision", "content": {"decision": "refund", "rationale": "late delivery"}},
-    ]}]})
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "events": [
+                        {
+                            "kind": "message",
+                            "role": "user",
+                            "content": {"text": "Where is my refund?"},
+                            "tokens": 12,
+                            "cost": "0.000150",
+                            "idempotency_key": "msg-0001",
+                        },
+                        {"kind": "state", "content": {"stage": "triage"}},
+                        {"kind": "fact", "content": {"key": "order_id", "value": "A-1001"}},
+                        {
+                            "kind": "decision",
+                            "content": {"decision": "refund", "rationale": "late delivery"},
+                        },
+                    ]
+                }
+            ]
+        }
+    )
 
     events: list[EventIn] = Field(..., min_length=1)
     expected_head_seq: json_int(ge=0, le=MAX_INT) | None = None
@@ -297,8 +325,13 @@ def append(request: HttpRequest, session_id: UUID, payload: AppendIn) -> HttpRes
     api_key = request_key(request)
     drafts = [
         EventDraft(
-            kind=e.kind, content=e.content, tier=e.tier, role=e.role, tokens=e.tokens,
-            cost=e.cost, idempotency_key=e.idempotency_key,
+            kind=e.kind,
+            content=e.content,
+            tier=e.tier,
+            role=e.role,
+            tokens=e.tokens,
+            cost=e.cost,
+            idempotency_key=e.idempotency_key,
         )
         for e in payload.events
     ]
@@ -311,7 +344,9 @@ def append(request: HttpRequest, session_id: UUID, payload: AppendIn) -> HttpRes
         session = Session(pk=session_id, project_id=api_key.project_id)
     try:
         result = append_events(
-            session, drafts, actor=Actor.for_key(api_key),
+            session,
+            drafts,
+            actor=Actor.for_key(api_key),
             expected_head_seq=payload.expected_head_seq,
         )
     except InvalidInput:
@@ -340,9 +375,7 @@ def append(request: HttpRequest, session_id: UUID, payload: AppendIn) -> HttpRes
     summary="A positional slice of the log",
     response=responses({200: EventSliceOut}, 404),
 )
-def list_events(
-    request: HttpRequest, session_id: UUID, params: Query[SliceQuery]
-) -> HttpResponse:
+def list_events(request: HttpRequest, session_id: UUID, params: Query[SliceQuery]) -> HttpResponse:
     session = get_session_for_key(request_key(request), session_id)  # one fixed statement
     page = slice_events(
         session,
@@ -355,7 +388,8 @@ def list_events(
     )
     # Content is spliced in as stored (never decoded and re-encoded): half the cost of a read.
     events = ",".join(event_row_to_json(row) for row in page.rows)
-    body = f'{{"head_seq":{page.head_seq},"has_more":{json.dumps(page.has_more)},"events":[{events}]}}'
+    has_more = json.dumps(page.has_more)
+    body = f'{{"head_seq":{page.head_seq},"has_more":{has_more},"events":[{events}]}}'
     return HttpResponse(body, content_type="application/json")
 
 
@@ -378,8 +412,11 @@ def create_snapshot(request: HttpRequest, session_id: UUID) -> HttpResponse:
     session = request_session(request, session_id)
     snapshot = take_snapshot(session, session.head_seq, reason="agent")
     return json_response(
-        {"seq": snapshot.seq, "content_hash": snapshot.content_hash,
-         "created_at": snapshot.created_at.isoformat()},
+        {
+            "seq": snapshot.seq,
+            "content_hash": snapshot.content_hash,
+            "created_at": snapshot.created_at.isoformat(),
+        },
         status=201,
     )
 
@@ -399,7 +436,12 @@ def fork(request: HttpRequest, session_id: UUID, payload: ForkIn) -> HttpRespons
     return json_response(session_to_dict(child), status=201)
 
 
-def _lifecycle(request: HttpRequest, session_id: UUID, payload: ReasonIn, operation) -> HttpResponse:  # type: ignore[no-untyped-def]
+def _lifecycle(
+    request: HttpRequest,
+    session_id: UUID,
+    payload: ReasonIn,
+    operation: Callable[..., Session],
+) -> HttpResponse:
     session = request_session(request, session_id)
     operation(session, actor=Actor.for_key(request_key(request)), reason=payload.reason)
     return json_response(session_to_dict(session))
@@ -438,13 +480,17 @@ def close(request: HttpRequest, session_id: UUID, payload: ReasonIn | None = Non
     # Streamed from the stored JSON, one EventOut per line; ninja's own JSONL streaming would
     # decode and re-encode every event, so the 200 is documented here rather than declared.
     response=responses({}, 404),
-    openapi_extra={"responses": {200: {
-        "description": "One event per line (EventOut), oldest first; forks include their "
-                       "ancestors' prefix.",
-        "content": {
-            "application/x-ndjson": {"schema": {"$ref": "#/components/schemas/EventOut"}},
-        },
-    }}},
+    openapi_extra={
+        "responses": {
+            200: {
+                "description": "One event per line (EventOut), oldest first; forks include their "
+                "ancestors' prefix.",
+                "content": {
+                    "application/x-ndjson": {"schema": {"$ref": "#/components/schemas/EventOut"}},
+                },
+            }
+        }
+    },
 )
 def export(request: HttpRequest, session_id: UUID) -> StreamingHttpResponse:
     session = request_session(request, session_id)

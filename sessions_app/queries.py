@@ -66,7 +66,12 @@ def slice_events(
             continue
         rows.extend(
             storage.segment_rows(
-                segment_id, low, high, kinds=kinds, tier=tier, newest_first=newest_first,
+                segment_id,
+                low,
+                high,
+                kinds=kinds,
+                tier=tier,
+                newest_first=newest_first,
                 limit=wanted - len(rows),
             )
         )
@@ -152,7 +157,7 @@ SEARCH_COLLECT_MAX_EVENTS = 5000
 
 
 def text_search_strategy(text: str) -> str:
-    """"walk" or "collect" for `text`, as the planner would estimate it.
+    """ "walk" or "collect" for `text`, as the planner would estimate it.
 
     Estimated matching events = indexed rows x the product of each lexeme's frequency among
     them (pg_stats' most common elements of the index's tsvector column). A lexeme missing
@@ -223,8 +228,10 @@ class SessionFilters:
 
 
 def filter_sessions(project: Project, filters: SessionFilters) -> QuerySet[Session]:
-    qs = sessions_matching_text(project, filters.q) if filters.q else Session.objects.filter(
-        project=project
+    qs = (
+        sessions_matching_text(project, filters.q)
+        if filters.q
+        else Session.objects.filter(project=project)
     )
     if filters.status:
         qs = qs.filter(status__in=filters.status)
@@ -319,14 +326,22 @@ def waiting_sessions(project: Project, *, limit: int = 5) -> list[Session]:
 
 
 SESSION_CHANGE_ACTIONS = (
-    "session.open", "session.fork", "session.paused", "session.resumed", "session.closed",
+    "session.open",
+    "session.fork",
+    "session.paused",
+    "session.resumed",
+    "session.closed",
     "session.archived",
 )
 
 
 CHANGE_VERBS = {
-    "session.open": "opened", "session.fork": "forked", "session.paused": "paused",
-    "session.resumed": "resumed", "session.closed": "closed", "session.archived": "archived",
+    "session.open": "opened",
+    "session.fork": "forked",
+    "session.paused": "paused",
+    "session.resumed": "resumed",
+    "session.closed": "closed",
+    "session.archived": "archived",
 }
 
 
@@ -352,8 +367,9 @@ def recent_session_changes(project: Project, *, limit: int = 10) -> list[Session
     audit trail is the cheap project-wide timeline. Two queries whatever the limit.
     """
     entries = list(
-        AuditEntry.objects.filter(project=project, action__in=SESSION_CHANGE_ACTIONS)
-        .order_by("-created_at", "-id")[:limit]
+        AuditEntry.objects.filter(project=project, action__in=SESSION_CHANGE_ACTIONS).order_by(
+            "-created_at", "-id"
+        )[:limit]
     )
     ids = {e.target_id for e in entries}
     sessions = {

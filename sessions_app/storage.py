@@ -24,8 +24,16 @@ from core.storage import column, column_name, concrete_field, instance_from_row,
 from sessions_app.models import Event, Session, Snapshot
 
 EVENT_FIELDS = (
-    "session_id", "seq", "kind", "tier", "role", "tokens", "cost", "actor",
-    "idempotency_key", "created_at",
+    "session_id",
+    "seq",
+    "kind",
+    "tier",
+    "role",
+    "tokens",
+    "cost",
+    "actor",
+    "idempotency_key",
+    "created_at",
 )
 SLICE_KEYS = (*EVENT_FIELDS, "content_json")
 
@@ -83,8 +91,12 @@ def _allocation_params(
     expected_head_seq: int | None,
 ) -> list[Any]:
     params: list[Any] = [
-        count, tokens, _session_db("cost_used", cost), _session_db("updated_at", now),
-        _session_db("id", session_id), project_id,
+        count,
+        tokens,
+        _session_db("cost_used", cost),
+        _session_db("updated_at", now),
+        _session_db("id", session_id),
+        project_id,
     ]
     if writable_statuses is not None:
         params.extend(str(s) for s in writable_statuses)
@@ -116,8 +128,14 @@ def allocate_seqs(
     )
     sql += " RETURNING head_seq, status, tokens_used, cost_used, budget_max_tokens, budget_max_cost"
     params = _allocation_params(
-        session_id, project_id, count=count, tokens=tokens, cost=cost, now=now,
-        writable_statuses=writable_statuses, expected_head_seq=expected_head_seq,
+        session_id,
+        project_id,
+        count=count,
+        tokens=tokens,
+        cost=cost,
+        now=now,
+        writable_statuses=writable_statuses,
+        expected_head_seq=expected_head_seq,
     )
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -125,8 +143,13 @@ def allocate_seqs(
     if row is None:
         return None
     head, status, tokens_used, cost_used, max_tokens, max_cost = row
-    return head, status, tokens_used, Decimal(str(cost_used)), max_tokens, (
-        None if max_cost is None else Decimal(str(max_cost))
+    return (
+        head,
+        status,
+        tokens_used,
+        Decimal(str(cost_used)),
+        max_tokens,
+        (None if max_cost is None else Decimal(str(max_cost))),
     )
 
 
@@ -205,8 +228,14 @@ def append_in_one_statement(
     fields = [f for f in Event._meta.concrete_fields if f.attname != "seq"]
     row = "(%s, " + ", ".join(f"%s{_cast(f)}" for f in fields) + ")"
     params = _allocation_params(
-        session_id, project_id, count=len(events), tokens=tokens, cost=cost, now=now,
-        writable_statuses=writable_statuses, expected_head_seq=expected_head_seq,
+        session_id,
+        project_id,
+        count=len(events),
+        tokens=tokens,
+        cost=cost,
+        now=now,
+        writable_statuses=writable_statuses,
+        expected_head_seq=expected_head_seq,
     )
     params.append(len(events))
     for position, event in enumerate(events, start=1):
@@ -267,8 +296,7 @@ def segment_rows(
     """
     selected = ", ".join(connection.ops.quote_name(name) for name in EVENT_FIELDS)
     sql = [
-        f"SELECT {selected}, content::text FROM {table(Event)}"
-        " WHERE session_id = %s AND seq > %s"
+        f"SELECT {selected}, content::text FROM {table(Event)} WHERE session_id = %s AND seq > %s"
     ]
     params: list[Any] = [segment_id, low]
     if high is not None:

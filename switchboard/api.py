@@ -82,7 +82,9 @@ def list_sessions(request: HttpRequest, filters: Query[SessionListQuery]) -> Htt
         ),
     )
     page, next_cursor = page_sessions(qs, cursor=filters.cursor, limit=filters.limit)
-    return json_response({"sessions": [session_to_dict(s) for s in page], "next_cursor": next_cursor})
+    return json_response(
+        {"sessions": [session_to_dict(s) for s in page], "next_cursor": next_cursor}
+    )
 
 
 @router.get(

@@ -124,31 +124,49 @@ class SessionStream:
         if self.rows:
             newest_first = self.options.order != "asc"
             page = slice_events(
-                session, after_seq=self.covered, before_seq=head + 1, limit=LIVE_MAX_ROWS,
-                kinds=self.options.kinds or None, tier=self.options.tier or None,
+                session,
+                after_seq=self.covered,
+                before_seq=head + 1,
+                limit=LIVE_MAX_ROWS,
+                kinds=self.options.kinds or None,
+                tier=self.options.tier or None,
                 newest_first=True,
             )
             rows = page.rows if newest_first else list(reversed(page.rows))
             gap = None
             if page.has_more:
                 gap = {"from_seq": self.covered + 1, "to_seq": page.rows[-1]["seq"] - 1}
-            parts.append(render_to_string(f"{SESSION_PAGE}#live-events", {
-                "session": session, "events": [event_view(r) for r in rows],
-                "prepend": newest_first, "gap": gap,
-            }))
+            parts.append(
+                render_to_string(
+                    f"{SESSION_PAGE}#live-events",
+                    {
+                        "session": session,
+                        "events": [event_view(r) for r in rows],
+                        "prepend": newest_first,
+                        "gap": gap,
+                    },
+                )
+            )
         parts.append(self._header(session, membership))
-        if event_range_has_kind(session, after_seq=self.covered, upto_seq=head,
-                                kind=EventKind.FACT):
-            parts.append(render_to_string(f"{SESSION_PAGE}#facts-panel",
-                                          {**facts_context(session), "oob": True}))
+        if event_range_has_kind(
+            session, after_seq=self.covered, upto_seq=head, kind=EventKind.FACT
+        ):
+            parts.append(
+                render_to_string(
+                    f"{SESSION_PAGE}#facts-panel", {**facts_context(session), "oob": True}
+                )
+            )
         self.covered = head
         return "".join(parts)
 
     def lifecycle_frame(self) -> str:
         """Header, actions (which depend on the status) and the timeline."""
         session, membership = self._session()
-        context = {**session_header_context(session, membership), "timeline": timeline(session),
-                   "oob": True}
+        context = {
+            **session_header_context(session, membership),
+            "timeline": timeline(session),
+            "oob": True,
+        }
         return "".join(
             render_to_string(f"{SESSION_PAGE}#{name}", context)
             for name in ("session-header", "session-actions", "timeline")
@@ -158,13 +176,17 @@ class SessionStream:
         session, _ = self._session()
         if unlinked:
             self.task_ids.discard(task_id)
-            return f'<div id="task-slot-{task_id}" hx-swap-oob="delete"></div>' if _is_uuid(
-                task_id) else ""
+            return (
+                f'<div id="task-slot-{task_id}" hx-swap-oob="delete"></div>'
+                if _is_uuid(task_id)
+                else ""
+            )
         task = next((t for t in linked_tasks(session) if str(t.pk) == task_id), None)
         if task is None:
             return ""
-        return render_to_string(f"{SESSION_PAGE}#task-slot",
-                                {"session": session, "task": task, "oob": True})
+        return render_to_string(
+            f"{SESSION_PAGE}#task-slot", {"session": session, "task": task, "oob": True}
+        )
 
     def _header(self, session: Session, membership: Membership) -> str:
         context = session_header_context(session, membership)
@@ -247,8 +269,11 @@ class OverviewStream:
             membership = require_role(self.user, self.project_id)
         except DomainError:
             raise AccessLost from None
-        context = {"project": membership.project, **overview_live_context(membership.project),
-                   "oob": True}
+        context = {
+            "project": membership.project,
+            **overview_live_context(membership.project),
+            "oob": True,
+        }
         return "".join(
             render_to_string(f"{OVERVIEW_PAGE}#{name}", context)
             for name in ("status-counts", "waiting", "recent-changes")
@@ -285,7 +310,9 @@ class SessionListStream:
         sort = form.cleaned_data["sort"]
         cursor = form.cleaned_data.get("cursor") or None
         page, next_cursor = page_sessions(
-            session_rows(membership.project, form.to_filters()), cursor=cursor, limit=50,
+            session_rows(membership.project, form.to_filters()),
+            cursor=cursor,
+            limit=50,
             sort=sort,
         )
         key_field = SESSION_SORTS[sort][0]
@@ -334,7 +361,8 @@ class SessionListStream:
         matching = {
             str(s.pk): s
             for s in session_rows(membership.project, self.form.to_filters())
-            .filter(pk__in=list(ids)).select_related("agent")
+            .filter(pk__in=list(ids))
+            .select_related("agent")
         }
         delete: list[str] = []
         replace: list[Any] = []
@@ -363,10 +391,16 @@ class SessionListStream:
         if not (delete or replace or prepend or notice):
             return ""
         prepend.sort(key=lambda s: (getattr(s, key_field), str(s.pk)), reverse=descending)
-        return render_to_string(f"{LIST_PAGE}#live-rows", {
-            "delete": delete, "replace": replace, "prepend": prepend, "notice": notice,
-            **role_context(membership),
-        })
+        return render_to_string(
+            f"{LIST_PAGE}#live-rows",
+            {
+                "delete": delete,
+                "replace": replace,
+                "prepend": prepend,
+                "notice": notice,
+                **role_context(membership),
+            },
+        )
 
 
 class ProjectConsumer(LiveListConsumer):

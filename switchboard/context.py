@@ -41,8 +41,9 @@ def overview_live_context(project: Project) -> dict[str, Any]:
     counts = status_counts(project)
     waiting = waiting_sessions(project)
     return {
-        "status_counts": [(status, label, counts[status]) for status, label in
-                          SessionStatus.choices],
+        "status_counts": [
+            (status, label, counts[status]) for status, label in SessionStatus.choices
+        ],
         "total_sessions": sum(counts.values()),
         "paused_count": counts[SessionStatus.PAUSED],
         "waiting": waiting,
@@ -343,8 +344,12 @@ def event_log(session: Session, options: LogOptions) -> EventLog:
         if after is None:
             after = options.seq - 1 if options.seq else 0
         page = slice_events(
-            session, after_seq=after, before_seq=until + 1, limit=EVENTS_PER_PAGE,
-            kinds=kinds, tier=tier,
+            session,
+            after_seq=after,
+            before_seq=until + 1,
+            limit=EVENTS_PER_PAGE,
+            kinds=kinds,
+            tier=tier,
         )
         last = page.rows[-1]["seq"] if page.rows else after
         more = {**options.filter_params(), "after_seq": last, "until": until}
@@ -356,7 +361,11 @@ def event_log(session: Session, options: LogOptions) -> EventLog:
             before = options.seq + 1 if options.seq else head + 1
         before = min(before, head + 1)
         page = slice_events(
-            session, before_seq=before, limit=EVENTS_PER_PAGE, kinds=kinds, tier=tier,
+            session,
+            before_seq=before,
+            limit=EVENTS_PER_PAGE,
+            kinds=kinds,
+            tier=tier,
             newest_first=True,
         )
         last = page.rows[-1]["seq"] if page.rows else before
@@ -395,10 +404,15 @@ def fact_views(folded: FoldedState) -> list[FactView]:
     for key in sorted(folded.facts):
         entry = folded.facts[key]
         value = entry.get("value") if isinstance(entry, dict) else entry
-        text = value if isinstance(value, str) else json.dumps(value, indent=2,
-                                                                ensure_ascii=False)
-        views.append(FactView(key=key, value=text, multiline="\n" in text,
-                              seq=entry.get("seq") if isinstance(entry, dict) else None))
+        text = value if isinstance(value, str) else json.dumps(value, indent=2, ensure_ascii=False)
+        views.append(
+            FactView(
+                key=key,
+                value=text,
+                multiline="\n" in text,
+                seq=entry.get("seq") if isinstance(entry, dict) else None,
+            )
+        )
     return views
 
 
@@ -433,5 +447,3 @@ def linked_tasks(session: Session) -> list[Any]:
 
 
 # --- Sessions list --------------------------------------------------------------------------
-
-

@@ -15,8 +15,12 @@ from switchboard.queries import SessionListFilters
 LOCAL_FORMAT = "%Y-%m-%dT%H:%M"  # what <input type="datetime-local"> sends (UTC here)
 DATETIME_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d"]
 
-ACTIVE_WITHIN = {"1h": timedelta(hours=1), "24h": timedelta(days=1), "7d": timedelta(days=7),
-                 "30d": timedelta(days=30)}
+ACTIVE_WITHIN = {
+    "1h": timedelta(hours=1),
+    "24h": timedelta(days=1),
+    "7d": timedelta(days=7),
+    "30d": timedelta(days=30),
+}
 
 SORT_CHOICES = [
     ("-created", "Newest first"),
@@ -30,34 +34,53 @@ class SessionFilterForm(forms.Form):
     """The sessions list's filters; the URL carries them, so a filtered view can be shared."""
 
     q = forms.CharField(
-        label="Search events", required=False, max_length=200, strip=True,
+        label="Search events",
+        required=False,
+        max_length=200,
+        strip=True,
         widget=forms.TextInput(attrs={"type": "search", "placeholder": "Words in messages"}),
     )
     status = forms.MultipleChoiceField(
-        label="Status", required=False, choices=SessionStatus.choices,
+        label="Status",
+        required=False,
+        choices=SessionStatus.choices,
         widget=forms.CheckboxSelectMultiple,
     )
     agent = forms.ChoiceField(label="Agent", required=False)
     tag = forms.CharField(
-        label="Tag", required=False, max_length=200, strip=True,
+        label="Tag",
+        required=False,
+        max_length=200,
+        strip=True,
         widget=forms.TextInput(attrs={"placeholder": "key or key=value"}),
         help_text='A metadata key ("customer"), or key=value ("customer=cust-101").',
     )
     has_task = forms.ChoiceField(
-        label="Linked task", required=False,
+        label="Linked task",
+        required=False,
         choices=[("", "Any"), ("yes", "With a task"), ("no", "Without a task")],
     )
     active = forms.ChoiceField(
-        label="Active within", required=False,
-        choices=[("", "Any time"), ("1h", "Last hour"), ("24h", "Last 24 hours"),
-                 ("7d", "Last 7 days"), ("30d", "Last 30 days")],
+        label="Active within",
+        required=False,
+        choices=[
+            ("", "Any time"),
+            ("1h", "Last hour"),
+            ("24h", "Last 24 hours"),
+            ("7d", "Last 7 days"),
+            ("30d", "Last 30 days"),
+        ],
     )
     created_after = forms.DateTimeField(
-        label="Created from", required=False, input_formats=DATETIME_FORMATS,
+        label="Created from",
+        required=False,
+        input_formats=DATETIME_FORMATS,
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format=LOCAL_FORMAT),
     )
     created_before = forms.DateTimeField(
-        label="Created before", required=False, input_formats=DATETIME_FORMATS,
+        label="Created before",
+        required=False,
+        input_formats=DATETIME_FORMATS,
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format=LOCAL_FORMAT),
     )
     sort = forms.ChoiceField(label="Sort", required=False, choices=SORT_CHOICES)
@@ -66,8 +89,8 @@ class SessionFilterForm(forms.Form):
     def __init__(self, project: Project, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.project = project
-        names = Agent.objects.filter(project=project).order_by("name").values_list(
-            "name", flat=True
+        names = (
+            Agent.objects.filter(project=project).order_by("name").values_list("name", flat=True)
         )
         self.fields["agent"].choices = [("", "Any agent"), *((n, n) for n in names)]
 
@@ -107,16 +130,27 @@ class SessionFilterForm(forms.Form):
     @property
     def is_filtered(self) -> bool:
         data = self.cleaned_data
-        return any(data.get(name) for name in
-                   ("q", "status", "agent", "tag", "has_task", "active", "created_after",
-                    "created_before"))
+        return any(
+            data.get(name)
+            for name in (
+                "q",
+                "status",
+                "agent",
+                "tag",
+                "has_task",
+                "active",
+                "created_after",
+                "created_before",
+            )
+        )
 
 
 class EventLogForm(forms.Form):
     """How the session page slices the event log (and, with at_seq, where the inspector is)."""
 
     order = forms.ChoiceField(
-        label="Order", required=False,
+        label="Order",
+        required=False,
         choices=[("desc", "Newest first"), ("asc", "Oldest first")],
     )
     kind = forms.MultipleChoiceField(label="Kind", required=False, choices=EventKind.choices)
@@ -139,16 +173,15 @@ class EventLogForm(forms.Form):
             raise forms.ValidationError(
                 f"This session has {self.session.head_seq} events; pick a seq from 1 to "
                 f"{self.session.head_seq}."
-                if self.session.head_seq else "This session has no events yet."
+                if self.session.head_seq
+                else "This session has no events yet."
             )
         return seq
 
     def clean_at_seq(self) -> int | None:
         at_seq = self.cleaned_data.get("at_seq")
         if at_seq is not None and at_seq > self.session.head_seq:
-            raise forms.ValidationError(
-                f"Pick a seq from 0 to {self.session.head_seq} (the head)."
-            )
+            raise forms.ValidationError(f"Pick a seq from 0 to {self.session.head_seq} (the head).")
         return at_seq
 
 
@@ -178,7 +211,5 @@ class ForkForm(forms.Form):
     def clean_at_seq(self) -> int:
         at_seq = self.cleaned_data["at_seq"]
         if at_seq > self.session.head_seq:
-            raise forms.ValidationError(
-                f"Pick a seq from 0 to {self.session.head_seq} (the head)."
-            )
+            raise forms.ValidationError(f"Pick a seq from 0 to {self.session.head_seq} (the head).")
         return at_seq

@@ -13,10 +13,10 @@ urlpatterns = [
     # One session (viewer and up to read and export; operator and up to act).
     path("sessions/<uuid:session_id>/", views.session_detail, name="session_detail"),
     path("sessions/<uuid:session_id>/events/", views.session_events, name="session_events"),
-    path("sessions/<uuid:session_id>/inspector/", views.session_inspector,
-         name="session_inspector"),
-    path("sessions/<uuid:session_id>/export.jsonl", views.session_export,
-         name="session_export"),
+    path(
+        "sessions/<uuid:session_id>/inspector/", views.session_inspector, name="session_inspector"
+    ),
+    path("sessions/<uuid:session_id>/export.jsonl", views.session_export, name="session_export"),
     path("sessions/<uuid:session_id>/pause/", views.session_pause, name="session_pause"),
     path("sessions/<uuid:session_id>/resume/", views.session_resume, name="session_resume"),
     path("sessions/<uuid:session_id>/close/", views.session_close, name="session_close"),

@@ -87,8 +87,11 @@ def overview(request: HttpRequest, project_id: int) -> HttpResponse:
     project = membership.project
     if htmx_partial_for(request, "events-chart"):
         # The chart polls itself every half minute.
-        return render(request, "switchboard/overview.html#events-chart",
-                      {"project": project, "chart": events_chart(project)})
+        return render(
+            request,
+            "switchboard/overview.html#events-chart",
+            {"project": project, "chart": events_chart(project)},
+        )
     context = base_context(request, membership, "overview")
     context.update(overview_live_context(project))
     context["chart"] = events_chart(project)
@@ -116,18 +119,22 @@ def session_list(request: HttpRequest, project_id: int) -> HttpResponse:
     sort = form.cleaned_data["sort"]
     cursor = form.cleaned_data.get("cursor") or None
     sessions, next_cursor = page_sessions(
-        session_rows(project, form.to_filters()), cursor=cursor, limit=SESSIONS_PER_PAGE,
+        session_rows(project, form.to_filters()),
+        cursor=cursor,
+        limit=SESSIONS_PER_PAGE,
         sort=sort,
     )
     live_params = request.GET.copy()
     live_params["view"] = "sessions"
-    context.update({
-        "sessions": sessions,
-        **cursor_links(request, next_cursor),
-        "is_first_page": cursor is None,
-        "is_filtered": form.is_filtered,
-        "ws_url": f"/ws/projects/{project.pk}/?{live_params.urlencode()}",
-    })
+    context.update(
+        {
+            "sessions": sessions,
+            **cursor_links(request, next_cursor),
+            "is_first_page": cursor is None,
+            "is_filtered": form.is_filtered,
+            "ws_url": f"/ws/projects/{project.pk}/?{live_params.urlencode()}",
+        }
+    )
     return render(request, template, context)
 
 
@@ -151,16 +158,16 @@ def session_detail(request: HttpRequest, session_id: str) -> HttpResponse:
     }
     status = 200 if valid else 400
     if partial:
-        return render(request, "switchboard/session_detail.html#event-log", context,
-                      status=status)
+        return render(request, "switchboard/session_detail.html#event-log", context, status=status)
     at_seq = form.cleaned_data.get("at_seq") if valid else None
     head_state = state_at(session)
     context.update(base_context(request, membership, "sessions"))
     context.update(session_header_context(session, membership))
     context.update(facts_context(session, head_state))
     context.update(
-        inspector_context(session, at_seq, head_state if at_seq in (None, session.head_seq)
-                          else None)
+        inspector_context(
+            session, at_seq, head_state if at_seq in (None, session.head_seq) else None
+        )
     )
     context.update({"timeline": timeline(session), "tasks": linked_tasks(session)})
     return render(request, "switchboard/session_detail.html", context, status=status)
@@ -174,17 +181,26 @@ def session_events(request: HttpRequest, session_id: str) -> HttpResponse:
     session, membership = get_session_for_user(request.user, session_id)
     if not request.htmx:  # type: ignore[attr-defined]
         # Without JavaScript the page itself takes the same slice parameters.
-        return redirect(f"{reverse('dashboard:session_detail', args=[session.pk])}?"
-                        f"{request.GET.urlencode()}")
+        return redirect(
+            f"{reverse('dashboard:session_detail', args=[session.pk])}?{request.GET.urlencode()}"
+        )
     form = EventLogForm(session, request.GET)
     if not form.is_valid():
-        return render(request, "errors/_inline_error.html", {
-            "title": "Check your input", "message": " ".join(form_errors(form)),
-            "hint": "Reload the page to start again from the newest events.", "status": 400,
-        }, status=400)
+        return render(
+            request,
+            "errors/_inline_error.html",
+            {
+                "title": "Check your input",
+                "message": " ".join(form_errors(form)),
+                "hint": "Reload the page to start again from the newest events.",
+                "status": 400,
+            },
+            status=400,
+        )
     log = event_log(session, LogOptions.from_cleaned(form.cleaned_data))
-    return render(request, "switchboard/session_detail.html#event-rows",
-                  {"session": session, "log": log})
+    return render(
+        request, "switchboard/session_detail.html#event-rows", {"session": session, "log": log}
+    )
 
 
 @require_GET
@@ -195,13 +211,22 @@ def session_inspector(request: HttpRequest, session_id: str) -> HttpResponse:
     session, membership = get_session_for_user(request.user, session_id)
     form = InspectorForm(session, request.GET)
     if not request.htmx:  # type: ignore[attr-defined]
-        return redirect(f"{reverse('dashboard:session_detail', args=[session.pk])}?"
-                        f"{urlencode({'at_seq': request.GET.get('at_seq', '')})}")
+        return redirect(
+            f"{reverse('dashboard:session_detail', args=[session.pk])}?"
+            f"{urlencode({'at_seq': request.GET.get('at_seq', '')})}"
+        )
     if not form.is_valid():
-        return render(request, "errors/_inline_error.html", {
-            "title": "Check your input", "message": " ".join(form_errors(form)),
-            "hint": "Pick a seq between 0 and the head.", "status": 400,
-        }, status=400)
+        return render(
+            request,
+            "errors/_inline_error.html",
+            {
+                "title": "Check your input",
+                "message": " ".join(form_errors(form)),
+                "hint": "Pick a seq between 0 and the head.",
+                "status": 400,
+            },
+            status=400,
+        )
     context = inspector_context(session, form.cleaned_data.get("at_seq"))
     context.update(role_context(membership))
     return render(request, "switchboard/session_detail.html#inspector", context)
@@ -228,8 +253,12 @@ def _lifecycle_action(
 
 
 def _bad_form(request: HttpRequest, session: Session, form: object) -> HttpResponse:
-    context = {"title": "Check your input", "message": " ".join(form_errors(form)),
-               "hint": "Nothing was changed. Correct it and try again.", "status": 400}
+    context = {
+        "title": "Check your input",
+        "message": " ".join(form_errors(form)),
+        "hint": "Nothing was changed. Correct it and try again.",
+        "status": 400,
+    }
     if request.htmx:  # type: ignore[attr-defined]
         return render(request, "errors/_inline_error.html", context, status=400)
     return render(request, "errors/domain_error.html", context, status=400)

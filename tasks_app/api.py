@@ -110,10 +110,18 @@ def _iso(value: datetime | None) -> str | None:
 
 
 class TaskIn(InSchema):
-    model_config = ConfigDict(json_schema_extra={"examples": [{
-        "workflow": "document_approval", "params": {"document": "Q3 report"},
-        "metadata": {"team": "finance"}, "external_id": "doc-77",
-    }]})
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "workflow": "document_approval",
+                    "params": {"document": "Q3 report"},
+                    "metadata": {"team": "finance"},
+                    "external_id": "doc-77",
+                }
+            ]
+        }
+    )
 
     workflow: str = Field(..., min_length=1, max_length=100)
     workflow_version: json_int(ge=1) | None = None
@@ -144,13 +152,18 @@ class HistoryQuery(InSchema):
 
 
 class TransitionIn(InSchema):
-    model_config = ConfigDict(json_schema_extra={"examples": [
-        {"to": "sent_for_review", "reason": "draft ready"},
-    ]})
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"to": "sent_for_review", "reason": "draft ready"},
+            ]
+        }
+    )
 
     to: str | None = Field(None, min_length=1, max_length=100)
-    transition: str | None = Field(None, min_length=1, max_length=100,
-                                   description="a named transition, instead of `to`")
+    transition: str | None = Field(
+        None, min_length=1, max_length=100, description="a named transition, instead of `to`"
+    )
     expected_version: json_int(ge=1) | None = None
     reason: str = Field("", max_length=1000)
 
@@ -170,11 +183,18 @@ class WaitIn(InSchema):
 
 
 class StepIn(InSchema):
-    model_config = ConfigDict(json_schema_extra={"examples": [
-        {"status": "running", "inputs": {"document": "Q3 report"}, "agent": "writer"},
-        {"status": "succeeded", "outputs": {"url": "https://example.com/q3"}},
-        {"status": "waiting", "waiting_on": {"signal": "review_done", "timeout_seconds": 3600}},
-    ]})
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"status": "running", "inputs": {"document": "Q3 report"}, "agent": "writer"},
+                {"status": "succeeded", "outputs": {"url": "https://example.com/q3"}},
+                {
+                    "status": "waiting",
+                    "waiting_on": {"signal": "review_done", "timeout_seconds": 3600},
+                },
+            ]
+        }
+    )
 
     status: Literal["running", "waiting", "succeeded", "failed", "skipped"]
     attempt: json_int(ge=1) | None = None
@@ -189,9 +209,13 @@ class StepIn(InSchema):
 
 
 class SignalIn(InSchema):
-    model_config = ConfigDict(json_schema_extra={"examples": [
-        {"payload": {"approved": True}, "idempotency_key": "review-1"},
-    ]})
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"payload": {"approved": True}, "idempotency_key": "review-1"},
+            ]
+        }
+    )
 
     payload: dict[str, Any] = Field(default_factory=dict)
     error: StepErrorIn | None = None
@@ -199,9 +223,13 @@ class SignalIn(InSchema):
 
 
 class LinkIn(InSchema):
-    model_config = ConfigDict(json_schema_extra={"examples": [
-        {"session_ids": ["3f2b8a6e-1c4d-4e5f-9a7b-8c9d0e1f2a3b"]},
-    ]})
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"session_ids": ["3f2b8a6e-1c4d-4e5f-9a7b-8c9d0e1f2a3b"]},
+            ]
+        }
+    )
 
     session_ids: list[UUID] = Field(..., min_length=1, max_length=100)
 
@@ -220,12 +248,21 @@ class StepDefIn(InSchema):
 
 
 class WorkflowIn(InSchema):
-    model_config = ConfigDict(json_schema_extra={"examples": [{
-        "name": "triage", "title": "Triage a ticket", "states": ["new", "done"],
-        "initial": "new", "terminal": ["done"],
-        "transitions": [{"from": "new", "to": "done", "name": "finish"}],
-        "steps": [{"key": "classify", "title": "Classify", "max_attempts": 2}],
-    }]})
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "name": "triage",
+                    "title": "Triage a ticket",
+                    "states": ["new", "done"],
+                    "initial": "new",
+                    "terminal": ["done"],
+                    "transitions": [{"from": "new", "to": "done", "name": "finish"}],
+                    "steps": [{"key": "classify", "title": "Classify", "max_attempts": 2}],
+                }
+            ]
+        }
+    )
 
     name: str = Field(..., min_length=1, max_length=100)
     version: json_int(ge=1) | None = Field(None, description="default: the next free version")
@@ -472,7 +509,8 @@ def step_to_dict(step: Step) -> dict[str, Any]:
         "branch": step.branch or None,
         "waiting_on": (
             {"signal": step.waiting_on, "deadline": _iso(step.wait_deadline)}
-            if step.waiting_on else None
+            if step.waiting_on
+            else None
         ),
         "signal_payload": step.signal_payload,
         "agent": step.agent.name if step.agent_id and step.agent else None,
@@ -530,13 +568,19 @@ def task_to_dict(
         body["steps"] = [step_to_dict(s) for s in steps]
         # Why the task is stuck, at a glance: steps failed for good, with their last error.
         body["failed_steps"] = [
-            {"key": s.key, "attempts": s.attempts, "max_attempts": s.max_attempts,
-             "error": s.last_error}
-            for s in steps if s.status == StepStatus.FAILED
+            {
+                "key": s.key,
+                "attempts": s.attempts,
+                "max_attempts": s.max_attempts,
+                "error": s.last_error,
+            }
+            for s in steps
+            if s.status == StepStatus.FAILED
         ]
         body["waiting"] = [
             {"step": s.key, "signal": s.waiting_on, "deadline": _iso(s.wait_deadline)}
-            for s in steps if s.status == StepStatus.WAITING
+            for s in steps
+            if s.status == StepStatus.WAITING
         ]
     if history is not None:
         body["history"] = [history_to_dict(h) for h in history]
@@ -546,8 +590,12 @@ def task_to_dict(
 
 
 def _task_brief(task: Task) -> dict[str, Any]:
-    return {"id": str(task.pk), "state": task.state, "version": task.version,
-            "finished": task.is_finished}
+    return {
+        "id": str(task.pk),
+        "state": task.state,
+        "version": task.version,
+        "finished": task.is_finished,
+    }
 
 
 def workflow_to_dict(definition: WorkflowDefinition) -> dict[str, Any]:
@@ -606,10 +654,12 @@ def list_tasks(request: HttpRequest, filters: Query[TaskListQuery]) -> HttpRespo
         ),
     )
     page, next_cursor = page_tasks(qs, cursor=filters.cursor, limit=filters.limit)
-    return json_response({
-        "tasks": [task_to_dict(t, steps=list(t.steps.all())) for t in page],
-        "next_cursor": next_cursor,
-    })
+    return json_response(
+        {
+            "tasks": [task_to_dict(t, steps=list(t.steps.all())) for t in page],
+            "next_cursor": next_cursor,
+        }
+    )
 
 
 @router.get(
@@ -620,12 +670,14 @@ def list_tasks(request: HttpRequest, filters: Query[TaskListQuery]) -> HttpRespo
 )
 def read_task(request: HttpRequest, task_id: UUID, params: Query[TaskReadQuery]) -> HttpResponse:
     task = _task(request, task_id)
-    return json_response(task_to_dict(
-        task,
-        steps=task_steps(task),
-        history=recent_history(task, limit=params.history_limit),
-        session_ids=session_ids_for_task(task),
-    ))
+    return json_response(
+        task_to_dict(
+            task,
+            steps=task_steps(task),
+            history=recent_history(task, limit=params.history_limit),
+            session_ids=session_ids_for_task(task),
+        )
+    )
 
 
 @router.get(
@@ -642,10 +694,12 @@ def read_history(request: HttpRequest, task_id: UUID, params: Query[HistoryQuery
     if params.step:
         qs = qs.filter(step_key=params.step)
     rows = list(qs[: params.limit + 1])
-    return json_response({
-        "history": [history_to_dict(h) for h in rows[: params.limit]],
-        "has_more": len(rows) > params.limit,
-    })
+    return json_response(
+        {
+            "history": [history_to_dict(h) for h in rows[: params.limit]],
+            "has_more": len(rows) > params.limit,
+        }
+    )
 
 
 @router.post(
@@ -656,8 +710,12 @@ def read_history(request: HttpRequest, task_id: UUID, params: Query[HistoryQuery
 def transition(request: HttpRequest, task_id: UUID, payload: TransitionIn) -> HttpResponse:
     task = _task(request, task_id)
     transition_task(
-        task, payload.to, transition=payload.transition, actor=_actor(request),
-        expected_version=payload.expected_version, reason=payload.reason,
+        task,
+        payload.to,
+        transition=payload.transition,
+        actor=_actor(request),
+        expected_version=payload.expected_version,
+        reason=payload.reason,
     )
     return json_response(task_to_dict(task, steps=task_steps(task)))
 
@@ -707,11 +765,13 @@ def put_step(request: HttpRequest, task_id: UUID, key: str, payload: StepIn) -> 
         expected_version=payload.expected_version,
         reason=payload.reason,
     )
-    return json_response({
-        "step": step_to_dict(result.step),
-        "task": _task_brief(result.task),
-        "replayed": result.replayed,
-    })
+    return json_response(
+        {
+            "step": step_to_dict(result.step),
+            "task": _task_brief(result.task),
+            "replayed": result.replayed,
+        }
+    )
 
 
 @router.post(
@@ -719,9 +779,15 @@ def put_step(request: HttpRequest, task_id: UUID, key: str, payload: StepIn) -> 
     summary="Deliver a signal (API key, or the task's signal token)",
     auth=[KeyOrSignalTokenBearer(), SignalTokenHeader(), SignalTokenQuery()],
     response=responses({200: SignalOut, 202: SignalOut}, 404, 409, body=True),
-    openapi_extra={"responses": {202: {
-        "description": "Stored; no step waits on it yet: the first wait on it will consume it"
-    }}},
+    openapi_extra={
+        "responses": {
+            202: {
+                "description": (
+                    "Stored; no step waits on it yet: the first wait on it will consume it"
+                )
+            }
+        }
+    },
 )
 def signal(
     request: HttpRequest,
@@ -771,11 +837,20 @@ def signal(
 )
 def task_sessions(request: HttpRequest, task_id: UUID) -> HttpResponse:
     task = _task(request, task_id)
-    return json_response({"sessions": [
-        {"id": str(s.pk), "title": s.title, "agent": s.agent.name, "status": s.status,
-         "external_id": s.external_id}
-        for s in sessions_for_task(task)
-    ]})
+    return json_response(
+        {
+            "sessions": [
+                {
+                    "id": str(s.pk),
+                    "title": s.title,
+                    "agent": s.agent.name,
+                    "status": s.status,
+                    "external_id": s.external_id,
+                }
+                for s in sessions_for_task(task)
+            ]
+        }
+    )
 
 
 @router.post(
@@ -786,10 +861,12 @@ def task_sessions(request: HttpRequest, task_id: UUID) -> HttpResponse:
 def link(request: HttpRequest, task_id: UUID, payload: LinkIn) -> HttpResponse:
     task = _task(request, task_id)
     linked = link_sessions(task, payload.session_ids, actor=_actor(request))
-    return json_response({
-        "linked": [str(s.pk) for s in linked],
-        "session_ids": session_ids_for_task(task),
-    })
+    return json_response(
+        {
+            "linked": [str(s.pk) for s in linked],
+            "session_ids": session_ids_for_task(task),
+        }
+    )
 
 
 @router.delete(
@@ -810,9 +887,9 @@ def unlink(request: HttpRequest, task_id: UUID, session_id: UUID) -> HttpRespons
 )
 def session_tasks(request: HttpRequest, session_id: UUID) -> HttpResponse:
     session = get_session_for_key(_key(request), session_id)
-    return json_response({"tasks": [
-        task_to_dict(t, steps=list(t.steps.all())) for t in tasks_for_session(session)
-    ]})
+    return json_response(
+        {"tasks": [task_to_dict(t, steps=list(t.steps.all())) for t in tasks_for_session(session)]}
+    )
 
 
 # --- Workflow definitions ---------------------------------------------------------------------

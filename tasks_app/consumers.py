@@ -107,17 +107,29 @@ class TaskStream:
         if new.rows:
             self.covered = new.rows[0].pk
         context = {"task": with_steps(task), "oob": True}
-        parts = [render_to_string(f"{TASK_PAGE}#{name}", context)
-                 for name in ("task-header", "task-panel")]
+        parts = [
+            render_to_string(f"{TASK_PAGE}#{name}", context)
+            for name in ("task-header", "task-panel")
+        ]
         if self.rows:
-            shown = [row for row in new.rows
-                     if (not self.step or row.step_key == self.step)
-                     and (not self.kind or row.kind == self.kind)]
-            parts.append(render_to_string(f"{TASK_PAGE}#live-history",
-                                          {"task": task, "rows": shown, "gap": new.has_more}))
+            shown = [
+                row
+                for row in new.rows
+                if (not self.step or row.step_key == self.step)
+                and (not self.kind or row.kind == self.kind)
+            ]
+            parts.append(
+                render_to_string(
+                    f"{TASK_PAGE}#live-history", {"task": task, "rows": shown, "gap": new.has_more}
+                )
+            )
         if links_changed or any(row.kind in ("link", "unlink") for row in new.rows):
-            parts.append(render_to_string(f"{TASK_PAGE}#task-sessions",
-                                          {**context, "linked_sessions": linked_sessions(task)}))
+            parts.append(
+                render_to_string(
+                    f"{TASK_PAGE}#task-sessions",
+                    {**context, "linked_sessions": linked_sessions(task)},
+                )
+            )
         return "".join(parts)
 
 
@@ -249,9 +261,15 @@ class TaskListStream:
         if not (delete or replace or prepend or notice):
             return ""
         prepend.sort(key=lambda t: (t.created_at, str(t.pk)), reverse=True)
-        return render_to_string(f"{LIST_PAGE}#live-rows", {
-            "delete": delete, "replace": replace, "prepend": prepend, "notice": notice,
-        })
+        return render_to_string(
+            f"{LIST_PAGE}#live-rows",
+            {
+                "delete": delete,
+                "replace": replace,
+                "prepend": prepend,
+                "notice": notice,
+            },
+        )
 
 
 class TaskListConsumer(LiveListConsumer):

@@ -82,8 +82,11 @@ def task_history(task: Task, form: TaskHistoryForm) -> HistoryView:
     before = data.get("before")
     filters = form.filter_params
     slice_ = history_slice(
-        task, before_id=before if before is not None else newest + 1,
-        step=filters.get("step"), kind=filters.get("kind"), limit=HISTORY_PER_PAGE,
+        task,
+        before_id=before if before is not None else newest + 1,
+        step=filters.get("step"),
+        kind=filters.get("kind"),
+        limit=HISTORY_PER_PAGE,
     )
     more = {**filters, "before": slice_.rows[-1].pk} if slice_.rows else filters
     live = before is None

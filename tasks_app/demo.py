@@ -35,17 +35,35 @@ def _new(project: Project, workflow: str, key: str, **kwargs: Any) -> Task | Non
     return result.task if result.created else None
 
 
-def _run(task: Task, key: str, outputs: dict[str, Any], *, agent: str,
-         inputs: dict[str, Any] | None = None) -> None:
+def _run(
+    task: Task,
+    key: str,
+    outputs: dict[str, Any],
+    *,
+    agent: str,
+    inputs: dict[str, Any] | None = None,
+) -> None:
     update_step(task, key, status="running", actor=SEED, agent_name=agent, inputs=inputs)
     update_step(task, key, status="succeeded", actor=SEED, outputs=outputs)
 
 
-def _fail(task: Task, key: str, error_type: str, message: str, *, agent: str,
-          attempt_detail: dict[str, Any] | None = None) -> None:
+def _fail(
+    task: Task,
+    key: str,
+    error_type: str,
+    message: str,
+    *,
+    agent: str,
+    attempt_detail: dict[str, Any] | None = None,
+) -> None:
     update_step(task, key, status="running", actor=SEED, agent_name=agent)
-    update_step(task, key, status="failed", actor=SEED,
-                error={"type": error_type, "message": message, "detail": attempt_detail or {}})
+    update_step(
+        task,
+        key,
+        status="failed",
+        actor=SEED,
+        error={"type": error_type, "message": message, "detail": attempt_detail or {}},
+    )
 
 
 def build_demo_tasks(project: Project) -> list[Task]:
@@ -53,86 +71,171 @@ def build_demo_tasks(project: Project) -> list[Task]:
     created: list[Task] = []
 
     # Published after one round of requested changes; the reviewer answered by webhook.
-    if task := _new(project, "document_approval", "demo-task-refund-policy",
-                    params={"document": "Refund policy v3", "reviewers": ["legal"]},
-                    session_ids=_session_ids(project, "demo-0")):
-        _run(task, "draft", {"uri": "s3://docs/refund-policy-v3.md", "words": 1240},
-             agent="support-triage")
+    if task := _new(
+        project,
+        "document_approval",
+        "demo-task-refund-policy",
+        params={"document": "Refund policy v3", "reviewers": ["legal"]},
+        session_ids=_session_ids(project, "demo-0"),
+    ):
+        _run(
+            task,
+            "draft",
+            {"uri": "s3://docs/refund-policy-v3.md", "words": 1240},
+            agent="support-triage",
+        )
         transition_task(task, transition="submit", actor=SEED)
         update_step(task, "review", status="waiting", actor=SEED, waiting_on="review_decision")
-        deliver_signal(task, "review_decision", actor=Actor.system("legal-review-webhook"),
-                       payload={"decision": "changes", "comments": ["Define 'damaged'."]})
+        deliver_signal(
+            task,
+            "review_decision",
+            actor=Actor.system("legal-review-webhook"),
+            payload={"decision": "changes", "comments": ["Define 'damaged'."]},
+        )
         transition_task(task, transition="request_changes", actor=SEED)
         _run(task, "revise", {"uri": "s3://docs/refund-policy-v3.1.md"}, agent="support-triage")
         transition_task(task, transition="resubmit", actor=SEED)
         update_step(task, "review", status="waiting", actor=SEED, waiting_on="review_decision")
-        deliver_signal(task, "review_decision", actor=Actor.system("legal-review-webhook"),
-                       payload={"decision": "approve", "reviewer": "legal"})
+        deliver_signal(
+            task,
+            "review_decision",
+            actor=Actor.system("legal-review-webhook"),
+            payload={"decision": "approve", "reviewer": "legal"},
+        )
         transition_task(task, transition="approve", actor=SEED)
         _run(task, "publish", {"url": "https://help.example.com/refunds"}, agent="support-triage")
         transition_task(task, transition="publish", actor=SEED, reason="Live on the help centre")
         created.append(task)
 
     # Waiting on a reviewer, with a deadline the beat job will enforce.
-    if task := _new(project, "document_approval", "demo-task-gdpr-notice",
-                    params={"document": "GDPR data export notice"},
-                    session_ids=_session_ids(project, "demo-5")):
-        _run(task, "draft", {"uri": "s3://docs/gdpr-export.md", "words": 640},
-             agent="billing-assistant")
+    if task := _new(
+        project,
+        "document_approval",
+        "demo-task-gdpr-notice",
+        params={"document": "GDPR data export notice"},
+        session_ids=_session_ids(project, "demo-5"),
+    ):
+        _run(
+            task,
+            "draft",
+            {"uri": "s3://docs/gdpr-export.md", "words": 640},
+            agent="billing-assistant",
+        )
         transition_task(task, transition="submit", actor=SEED)
-        update_step(task, "review", status="waiting", actor=SEED, waiting_on="review_decision",
-                    wait_deadline=timezone.now() + timedelta(days=2))
+        update_step(
+            task,
+            "review",
+            status="waiting",
+            actor=SEED,
+            waiting_on="review_decision",
+            wait_deadline=timezone.now() + timedelta(days=2),
+        )
         created.append(task)
 
     # Rejected by the reviewer: the alternative end.
-    if task := _new(project, "document_approval", "demo-task-promo-terms",
-                    params={"document": "Spring promo terms"}):
+    if task := _new(
+        project,
+        "document_approval",
+        "demo-task-promo-terms",
+        params={"document": "Spring promo terms"},
+    ):
         _run(task, "draft", {"uri": "s3://docs/promo.md", "words": 310}, agent="support-triage")
         transition_task(task, transition="submit", actor=SEED)
         transition_task(task, transition="reject", actor=SEED, reason="Promo cancelled")
         created.append(task)
 
     # In review after a flaky research step (two failed attempts, then a success).
-    if task := _new(project, "research_report", "demo-task-market-report",
-                    params={"question": "EU heat-pump market, Q3"},
-                    session_ids=_session_ids(project, "demo-1")):
-        _fail(task, "research", "http_error", "stats portal answered 503", agent="research-writer",
-              attempt_detail={"status": 503, "url": "https://stats.example.eu/api"})
-        _fail(task, "research", "rate_limited", "429 from stats portal", agent="research-writer",
-              attempt_detail={"retry_after": 60})
-        _run(task, "research", {"sources": [
-            {"url": "https://stats.example.eu/hp-q3", "claim": "sales +12% QoQ"},
-            {"url": "https://news.example.com/hp", "claim": "subsidies cut in two markets"},
-        ]}, agent="research-writer", inputs={"question": "EU heat-pump market, Q3"})
+    if task := _new(
+        project,
+        "research_report",
+        "demo-task-market-report",
+        params={"question": "EU heat-pump market, Q3"},
+        session_ids=_session_ids(project, "demo-1"),
+    ):
+        _fail(
+            task,
+            "research",
+            "http_error",
+            "stats portal answered 503",
+            agent="research-writer",
+            attempt_detail={"status": 503, "url": "https://stats.example.eu/api"},
+        )
+        _fail(
+            task,
+            "research",
+            "rate_limited",
+            "429 from stats portal",
+            agent="research-writer",
+            attempt_detail={"retry_after": 60},
+        )
+        _run(
+            task,
+            "research",
+            {
+                "sources": [
+                    {"url": "https://stats.example.eu/hp-q3", "claim": "sales +12% QoQ"},
+                    {"url": "https://news.example.com/hp", "claim": "subsidies cut in two markets"},
+                ]
+            },
+            agent="research-writer",
+            inputs={"question": "EU heat-pump market, Q3"},
+        )
         transition_task(task, transition="draft", actor=SEED)
-        _run(task, "draft", {"uri": "s3://reports/hp-q3.md", "words": 2100},
-             agent="research-writer")
+        _run(
+            task, "draft", {"uri": "s3://reports/hp-q3.md", "words": 2100}, agent="research-writer"
+        )
         transition_task(task, transition="submit", actor=SEED)
         update_step(task, "review", status="running", actor=SEED, agent_name="code-reviewer")
         created.append(task)
 
     # Stuck: research failed for good, and the task shows why.
-    if task := _new(project, "research_report", "demo-task-competitor-scan",
-                    params={"question": "Competitor pricing, APAC"}):
+    if task := _new(
+        project,
+        "research_report",
+        "demo-task-competitor-scan",
+        params={"question": "Competitor pricing, APAC"},
+    ):
         for message in ("paywall", "paywall", "paywall (last attempt)"):
-            _fail(task, "research", "source_unavailable", message, agent="research-writer",
-                  attempt_detail={"url": "https://analyst.example.com/apac"})
+            _fail(
+                task,
+                "research",
+                "source_unavailable",
+                message,
+                agent="research-writer",
+                attempt_detail={"url": "https://analyst.example.com/apac"},
+            )
         created.append(task)
 
     # Revised once after review, then published.
-    if task := _new(project, "research_report", "demo-task-churn-study",
-                    params={"question": "Why do trial users churn?"}):
+    if task := _new(
+        project,
+        "research_report",
+        "demo-task-churn-study",
+        params={"question": "Why do trial users churn?"},
+    ):
         _run(task, "research", {"interviews": 14}, agent="research-writer")
         transition_task(task, transition="draft", actor=SEED)
         _run(task, "draft", {"uri": "s3://reports/churn-v1.md"}, agent="research-writer")
         transition_task(task, transition="submit", actor=SEED)
-        update_step(task, "review", status="succeeded", actor=SEED, branch="revise",
-                    outputs={"verdict": "revise", "notes": ["Split by plan tier"]})
+        update_step(
+            task,
+            "review",
+            status="succeeded",
+            actor=SEED,
+            branch="revise",
+            outputs={"verdict": "revise", "notes": ["Split by plan tier"]},
+        )
         transition_task(task, transition="revise", actor=SEED)
         _run(task, "draft", {"uri": "s3://reports/churn-v2.md"}, agent="research-writer")
         transition_task(task, transition="submit", actor=SEED)
-        update_step(task, "review", status="succeeded", actor=SEED, branch="approve",
-                    outputs={"verdict": "approve"})
+        update_step(
+            task,
+            "review",
+            status="succeeded",
+            actor=SEED,
+            branch="approve",
+            outputs={"verdict": "approve"},
+        )
         transition_task(task, transition="approve", actor=SEED)
         _run(task, "publish", {"url": "https://wiki.example.com/churn"}, agent="research-writer")
         transition_task(task, transition="publish", actor=SEED)

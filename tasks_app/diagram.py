@@ -189,8 +189,12 @@ def _layers(spec: WorkflowSpec, forward: list[TransitionSpec]) -> dict[str, int]
     return layer
 
 
-def _place(rows: list[list[_Slot]], neighbours: dict[str, list[str]],
-           slots: dict[str, _Slot], right_side: set[str]) -> None:
+def _place(
+    rows: list[list[_Slot]],
+    neighbours: dict[str, list[str]],
+    slots: dict[str, _Slot],
+    right_side: set[str],
+) -> None:
     """Order each layer by barycenters, then pull each slot towards its neighbours' centres,
     keeping order and spacing (the average of a left-packed and a right-packed pass).
 
@@ -213,8 +217,7 @@ def _place(rows: list[list[_Slot]], neighbours: dict[str, list[str]],
         spacing = NODE_GAP if not (a.key.startswith("\0") and b.key.startswith("\0")) else 8
         return a.width / 2 + spacing + b.width / 2
 
-    widest = max((sum(s.width for s in row) + NODE_GAP * (len(row) - 1) for row in rows),
-                 default=0)
+    widest = max((sum(s.width for s in row) + NODE_GAP * (len(row) - 1) for row in rows), default=0)
     for row in rows:  # start centred
         x = (widest - sum(s.width for s in row) - NODE_GAP * (len(row) - 1)) / 2
         for slot in row:
@@ -257,14 +260,18 @@ def _rounded(way: list[Point], radius: float = 12.0) -> tuple[Point, tuple[Segme
         length = abs(b.x - a.x) + abs(b.y - a.y)  # orthogonal: one of the two is 0
         if not length:
             return a
-        return Point(round(a.x + (b.x - a.x) * d / length, 1),
-                     round(a.y + (b.y - a.y) * d / length, 1))
+        return Point(
+            round(a.x + (b.x - a.x) * d / length, 1), round(a.y + (b.y - a.y) * d / length, 1)
+        )
 
     segments: list[Segment] = []
     here = way[0]
     for before, corner, after in zip(way, way[1:], way[2:], strict=False):
-        r = min(radius, (abs(corner.x - before.x) + abs(corner.y - before.y)) / 2,
-                (abs(after.x - corner.x) + abs(after.y - corner.y)) / 2)
+        r = min(
+            radius,
+            (abs(corner.x - before.x) + abs(corner.y - before.y)) / 2,
+            (abs(after.x - corner.x) + abs(after.y - corner.y)) / 2,
+        )
         entry, leave = towards(corner, before, r), towards(corner, after, r)
         if entry != here:
             segments.append(_line(here, entry))
@@ -303,8 +310,7 @@ def layout(spec: WorkflowSpec) -> Diagram:
     slots: dict[str, _Slot] = {}
     position = {state: i for i, state in enumerate(spec.states)}
     for state in spec.states:
-        slots[state] = _Slot(state, layer[state], _node_width(_label(state)),
-                             order=position[state])
+        slots[state] = _Slot(state, layer[state], _node_width(_label(state)), order=position[state])
     neighbours: dict[str, list[str]] = defaultdict(list)
     chains: dict[int, list[str]] = {}
     for i in forward_ids:
@@ -333,10 +339,14 @@ def layout(spec: WorkflowSpec) -> Diagram:
 
     nodes = {
         state: DiagramNode(
-            state=state, label=_label(state),
-            x=round(slots[state].x - slots[state].width / 2, 1), y=top(layer[state]),
-            width=slots[state].width, height=NODE_HEIGHT,
-            initial=state == spec.initial, terminal=spec.is_terminal(state),
+            state=state,
+            label=_label(state),
+            x=round(slots[state].x - slots[state].width / 2, 1),
+            y=top(layer[state]),
+            width=slots[state].width,
+            height=NODE_HEIGHT,
+            initial=state == spec.initial,
+            terminal=spec.is_terminal(state),
         )
         for state in spec.states
     }
@@ -380,7 +390,8 @@ def layout(spec: WorkflowSpec) -> Diagram:
         order = [len(segments) - 1, 0, *range(1, len(segments) - 1)]
         spots = [
             (_at(froms[n], segments[n], t), "middle")
-            for n in dict.fromkeys(order) for t in (0.5, 0.35, 0.65, 0.2, 0.8)
+            for n in dict.fromkeys(order)
+            for t in (0.5, 0.35, 0.65, 0.2, 0.8)
         ]
         routes.append(_Route(edge, start, tuple(segments), False, spots))
 
@@ -392,13 +403,15 @@ def layout(spec: WorkflowSpec) -> Diagram:
     # never a state).
     lanes: list[tuple[float, float, float]] = []  # (top layer, bottom layer, x) of lanes taken
     last_in_layer = {
-        state: all(slots[state].x >= other.x for other in rows[layer[state]]
-                   if not other.key.startswith("\0"))
+        state: all(
+            slots[state].x >= other.x
+            for other in rows[layer[state]]
+            if not other.key.startswith("\0")
+        )
         for state in spec.states
     }
     side_ports: dict[str, list[int]] = defaultdict(list)
-    ordered_back = sorted(back, key=lambda i: (layer[edges[i].source] - layer[edges[i].target],
-                                               i))
+    ordered_back = sorted(back, key=lambda i: (layer[edges[i].source] - layer[edges[i].target], i))
     for i in ordered_back:
         side_ports[edges[i].source].append(i)
         side_ports[edges[i].target].append(i)
@@ -450,22 +463,31 @@ def layout(spec: WorkflowSpec) -> Diagram:
         edge = edges[i]
         node = nodes[edge.source]
         sx, cy = node.x, node.y + node.height / 2
-        segments = (Segment(Point(sx - 34, cy - 26), Point(sx - 34, cy + 26),
-                            Point(sx, cy + 7)),)
-        spots = [(Point(sx - 16, round(cy - 18, 1)), "end"),
-                 (Point(sx - 16, round(cy + 26, 1)), "end")]
+        segments = (Segment(Point(sx - 34, cy - 26), Point(sx - 34, cy + 26), Point(sx, cy + 7)),)
+        spots = [
+            (Point(sx - 16, round(cy - 18, 1)), "end"),
+            (Point(sx - 16, round(cy + 26, 1)), "end"),
+        ]
         routes.append(_Route(edge, Point(sx, cy - 7), segments, True, spots))
 
     drawn = _label_routes(routes, list(nodes.values()))
     right = max([right, *(lane_x for _, _, lane_x in lanes)])
     extra_right = max(
-        [0.0, *(_label_box(e.label, e.label_at, e.label_anchor)[2] - right for e in drawn
-                if e.label)]
+        [
+            0.0,
+            *(_label_box(e.label, e.label_at, e.label_anchor)[2] - right for e in drawn if e.label),
+        ]
     )
     left_overhang = max(
-        [0.0, *(MARGIN / 2 - _label_box(e.label, e.label_at, e.label_anchor)[0]
-                for e in drawn if e.label),
-         *(MARGIN + 28 - nodes[edges[i].source].x for i in loops)]
+        [
+            0.0,
+            *(
+                MARGIN / 2 - _label_box(e.label, e.label_at, e.label_anchor)[0]
+                for e in drawn
+                if e.label
+            ),
+            *(MARGIN + 28 - nodes[edges[i].source].x for i in loops),
+        ]
     )
     width = round(right + extra_right + MARGIN + left_overhang, 1)
     height = round(top(depth - 1) + NODE_HEIGHT + MARGIN, 1)
@@ -514,11 +536,19 @@ def _label_routes(routes: list[_Route], nodes: list[DiagramNode]) -> list[Diagra
                     at, anchor = spot, spot_anchor
                     break
             taken.append(_label_box(label, at, anchor))
-        drawn.append(DiagramEdge(
-            source=route.edge.source, target=route.edge.target, name=route.edge.name,
-            start=route.start, segments=route.segments, label=label, label_at=at,
-            label_anchor=anchor, back=route.back,
-        ))
+        drawn.append(
+            DiagramEdge(
+                source=route.edge.source,
+                target=route.edge.target,
+                name=route.edge.name,
+                start=route.start,
+                segments=route.segments,
+                label=label,
+                label_at=at,
+                label_anchor=anchor,
+                back=route.back,
+            )
+        )
     return drawn
 
 
@@ -530,14 +560,23 @@ def _shifted(diagram: Diagram, dx: float) -> Diagram:
 
     return Diagram(
         nodes=tuple(
-            DiagramNode(n.state, n.label, round(n.x + dx, 1), n.y, n.width, n.height, n.initial,
-                        n.terminal)
+            DiagramNode(
+                n.state, n.label, round(n.x + dx, 1), n.y, n.width, n.height, n.initial, n.terminal
+            )
             for n in diagram.nodes
         ),
         edges=tuple(
-            DiagramEdge(e.source, e.target, e.name, p(e.start),
-                        tuple(Segment(p(s.c1), p(s.c2), p(s.end)) for s in e.segments),
-                        e.label, p(e.label_at), e.label_anchor, e.back)
+            DiagramEdge(
+                e.source,
+                e.target,
+                e.name,
+                p(e.start),
+                tuple(Segment(p(s.c1), p(s.c2), p(s.end)) for s in e.segments),
+                e.label,
+                p(e.label_at),
+                e.label_anchor,
+                e.back,
+            )
             for e in diagram.edges
         ),
         width=diagram.width,

@@ -19,13 +19,22 @@ class TaskFilterForm(forms.Form):
         label="State", required=False, widget=forms.CheckboxSelectMultiple
     )
     step_status = forms.MultipleChoiceField(
-        label="A step is", required=False, choices=StepStatus.choices,
+        label="A step is",
+        required=False,
+        choices=StepStatus.choices,
         widget=forms.CheckboxSelectMultiple,
     )
     session = forms.UUIDField(
-        label="Linked session", required=False,
-        widget=forms.TextInput(attrs={"placeholder": "Session id", "size": 36,
-                                      "spellcheck": "false", "autocomplete": "off"}),
+        label="Linked session",
+        required=False,
+        widget=forms.TextInput(
+            attrs={
+                "placeholder": "Session id",
+                "size": 36,
+                "spellcheck": "false",
+                "autocomplete": "off",
+            }
+        ),
         error_messages={"invalid": "Enter a session id (a UUID, as in /sessions/<id>/)."},
     )
     cursor = forms.CharField(required=False, max_length=500)
@@ -57,8 +66,9 @@ class TaskFilterForm(forms.Form):
 
     @property
     def is_filtered(self) -> bool:
-        return any(self.cleaned_data.get(name) for name in
-                   ("workflow", "state", "step_status", "session"))
+        return any(
+            self.cleaned_data.get(name) for name in ("workflow", "state", "step_status", "session")
+        )
 
 
 class TaskHistoryForm(forms.Form):
@@ -73,7 +83,8 @@ class TaskHistoryForm(forms.Form):
     def __init__(self, task: Task, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["step"].choices = [
-            ("", "Every step"), *((s.key, s.title or s.key) for s in task.spec.steps)
+            ("", "Every step"),
+            *((s.key, s.title or s.key) for s in task.spec.steps),
         ]
 
     @property

@@ -29,7 +29,10 @@ class WorkflowDefinition(models.Model):
 
     # None: a built-in definition registered from code, startable by every project.
     project = models.ForeignKey(
-        Project, null=True, blank=True, on_delete=models.CASCADE,
+        Project,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
         related_name="workflow_definitions",
     )
     name = models.CharField(max_length=100)
@@ -88,7 +91,10 @@ class Task(models.Model):
         ApiKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     initiated_by_user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
         related_name="+",
     )
     # SHA-256 of the per-task signal token (shown once, to the creator): lets an external system
@@ -179,9 +185,7 @@ class Step(models.Model):
     key = models.CharField(max_length=100)
     title = models.CharField(max_length=200, blank=True, default="")
     position = models.PositiveSmallIntegerField(default=0)
-    status = models.CharField(
-        max_length=16, choices=StepStatus.choices, default=StepStatus.PENDING
-    )
+    status = models.CharField(max_length=16, choices=StepStatus.choices, default=StepStatus.PENDING)
     round = models.PositiveIntegerField(default=1)
     attempts = models.PositiveIntegerField(default=0)
     max_attempts = models.PositiveIntegerField(default=1)
@@ -307,7 +311,8 @@ class TaskSignal(models.Model):
         indexes = [
             # "Is a signal with this name already waiting to be consumed?" (wait_on_signal).
             models.Index(
-                fields=["task", "name"], condition=Q(consumed_at__isnull=True),
+                fields=["task", "name"],
+                condition=Q(consumed_at__isnull=True),
                 name="tasksignal_pending",
             ),
         ]

@@ -107,9 +107,10 @@ def history_slice(
 
 
 def latest_history_id(task: Task) -> int:
-    return TaskHistory.objects.filter(task=task).order_by("-id").values_list(
-        "id", flat=True
-    ).first() or 0
+    return (
+        TaskHistory.objects.filter(task=task).order_by("-id").values_list("id", flat=True).first()
+        or 0
+    )
 
 
 @dataclass
@@ -122,9 +123,11 @@ def workflow_choices(project: Project | int) -> WorkflowChoices:
     """The workflows a project's tasks can run (its own and the built-ins) and their states,
     for the tasks list's filters. One query; a read only (nothing is registered here, and the
     built-ins count even before their first task registers them)."""
-    definitions = WorkflowDefinition.objects.filter(
-        Q(project=project) | Q(project__isnull=True)
-    ).order_by("name", "version").only("name", "title", "definition", "content_hash")
+    definitions = (
+        WorkflowDefinition.objects.filter(Q(project=project) | Q(project__isnull=True))
+        .order_by("name", "version")
+        .only("name", "title", "definition", "content_hash")
+    )
     names: dict[str, str] = {}
     states: dict[str, None] = {}
     for spec in BUILTIN_WORKFLOWS.values():
@@ -132,8 +135,9 @@ def workflow_choices(project: Project | int) -> WorkflowChoices:
         states.update(dict.fromkeys(spec.states))
     for definition in definitions:
         names[definition.name] = definition.title or definition.name
-        states.update(dict.fromkeys(spec_from_stored(definition.definition,
-                                                     definition.content_hash).states))
+        states.update(
+            dict.fromkeys(spec_from_stored(definition.definition, definition.content_hash).states)
+        )
     return WorkflowChoices(names=sorted(names.items()), states=list(states))
 
 
@@ -163,9 +167,7 @@ def tasks_for_session(session: Session, *, with_steps: bool = True) -> QuerySet[
         .order_by("created_at", "id")
     )
     if with_steps:
-        qs = qs.prefetch_related(
-            Prefetch("steps", queryset=Step.objects.select_related("agent"))
-        )
+        qs = qs.prefetch_related(Prefetch("steps", queryset=Step.objects.select_related("agent")))
     return qs
 
 

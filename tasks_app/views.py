@@ -42,14 +42,16 @@ def task_list(request: HttpRequest, project_id: int) -> HttpResponse:
         context["errors"] = form_errors(form)
         return render(request, template, context, status=400)
     tasks, next_cursor = task_page(project, form)
-    context.update({
-        "tasks": tasks,
-        **cursor_links(request, next_cursor),
-        "is_first_page": not form.cleaned_data.get("cursor"),
-        "is_filtered": form.is_filtered,
-        "filter_session": linked_session(project, form),
-        "ws_url": f"/ws/projects/{project.pk}/tasks/?{request.GET.urlencode()}",
-    })
+    context.update(
+        {
+            "tasks": tasks,
+            **cursor_links(request, next_cursor),
+            "is_first_page": not form.cleaned_data.get("cursor"),
+            "is_filtered": form.is_filtered,
+            "filter_session": linked_session(project, form),
+            "ws_url": f"/ws/projects/{project.pk}/tasks/?{request.GET.urlencode()}",
+        }
+    )
     return render(request, template, context)
 
 

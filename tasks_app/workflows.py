@@ -26,7 +26,14 @@ MAX_ATTEMPTS_LIMIT = 100
 WORKFLOW_DIR = Path(__file__).resolve().parent / "workflows"
 
 _TOP_KEYS = {
-    "name", "version", "title", "description", "states", "initial", "terminal", "transitions",
+    "name",
+    "version",
+    "title",
+    "description",
+    "states",
+    "initial",
+    "terminal",
+    "transitions",
     "steps",
 }
 _TRANSITION_KEYS = {"from", "to", "name", "reopen"}
@@ -43,8 +50,12 @@ class TransitionSpec:
     reopen: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
-        return {"from": self.source, "to": self.target, "name": self.name,
-                "reopen": list(self.reopen)}
+        return {
+            "from": self.source,
+            "to": self.target,
+            "name": self.name,
+            "reopen": list(self.reopen),
+        }
 
 
 @dataclass(frozen=True)
@@ -158,8 +169,10 @@ def parse_workflow(data: Any) -> WorkflowSpec:
     """
     problems = _Problems()
     if not isinstance(data, Mapping):
-        raise InvalidInput("A workflow definition must be a mapping.",
-                           detail={"problems": ["the document is not a mapping"]})
+        raise InvalidInput(
+            "A workflow definition must be a mapping.",
+            detail={"problems": ["the document is not a mapping"]},
+        )
     problems.unknown_keys("workflow", data, _TOP_KEYS)
 
     name = data.get("name")
@@ -259,8 +272,9 @@ def parse_workflow(data: Any) -> WorkflowSpec:
             if key not in step_keys:
                 problems.append(f"{where}.reopen: {key!r} is not a declared step")
         transitions.append(
-            TransitionSpec(source=source, target=target, name=tname,
-                           reopen=tuple(str(k) for k in reopen))
+            TransitionSpec(
+                source=source, target=target, name=tname, reopen=tuple(str(k) for k in reopen)
+            )
         )
 
     if not problems:
@@ -293,10 +307,14 @@ def _graph_problems(
         backward[t.target].add(t.source)
     reachable = _closure({initial}, forward)
     can_finish = _closure(set(terminal), backward)
-    problems = [f"states: {s!r} cannot be reached from {initial!r}"
-                for s in states if s not in reachable]
-    problems += [f"states: no terminal state can be reached from {s!r} (a dead end)"
-                 for s in states if s in reachable and s not in can_finish]
+    problems = [
+        f"states: {s!r} cannot be reached from {initial!r}" for s in states if s not in reachable
+    ]
+    problems += [
+        f"states: no terminal state can be reached from {s!r} (a dead end)"
+        for s in states
+        if s in reachable and s not in can_finish
+    ]
     return problems
 
 
@@ -328,8 +346,10 @@ def load_workflow_file(path: str | Path) -> WorkflowSpec:
     try:
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise InvalidInput(f"{path.name} is not valid {path.suffix[1:].upper()}.",
-                           detail={"file": str(path), "problems": [str(exc)]}) from None
+        raise InvalidInput(
+            f"{path.name} is not valid {path.suffix[1:].upper()}.",
+            detail={"file": str(path), "problems": [str(exc)]},
+        ) from None
     try:
         return parse_workflow(data)
     except InvalidInput as exc:
@@ -339,66 +359,89 @@ def load_workflow_file(path: str | Path) -> WorkflowSpec:
 
 # --- The example workflows ---------------------------------------------------------------------
 
-DOCUMENT_APPROVAL = parse_workflow({
-    "name": "document_approval",
-    "version": 1,
-    "title": "Document approval",
-    "description": (
-        "A document is drafted, sent for review, revised until the reviewer approves or "
-        "rejects it, then published. The review step waits on the reviewer's decision "
-        "(signal `review_decision`)."
-    ),
-    "states": ["draft_created", "sent_for_review", "changes_requested", "approved", "published",
-               "rejected"],
-    "initial": "draft_created",
-    "terminal": ["published", "rejected"],
-    "transitions": [
-        {"from": "draft_created", "to": "sent_for_review", "name": "submit"},
-        {"from": "sent_for_review", "to": "changes_requested", "name": "request_changes"},
-        {"from": "changes_requested", "to": "sent_for_review", "name": "resubmit",
-         "reopen": ["review", "revise"]},
-        {"from": "sent_for_review", "to": "approved", "name": "approve"},
-        {"from": "sent_for_review", "to": "rejected", "name": "reject"},
-        {"from": "approved", "to": "published", "name": "publish"},
-    ],
-    "steps": [
-        {"key": "draft", "title": "Write the draft", "max_attempts": 3},
-        {"key": "review", "title": "Reviewer decision", "max_attempts": 2},
-        {"key": "revise", "title": "Apply requested changes", "max_attempts": 3},
-        {"key": "publish", "title": "Publish the document", "max_attempts": 5},
-    ],
-})
+DOCUMENT_APPROVAL = parse_workflow(
+    {
+        "name": "document_approval",
+        "version": 1,
+        "title": "Document approval",
+        "description": (
+            "A document is drafted, sent for review, revised until the reviewer approves or "
+            "rejects it, then published. The review step waits on the reviewer's decision "
+            "(signal `review_decision`)."
+        ),
+        "states": [
+            "draft_created",
+            "sent_for_review",
+            "changes_requested",
+            "approved",
+            "published",
+            "rejected",
+        ],
+        "initial": "draft_created",
+        "terminal": ["published", "rejected"],
+        "transitions": [
+            {"from": "draft_created", "to": "sent_for_review", "name": "submit"},
+            {"from": "sent_for_review", "to": "changes_requested", "name": "request_changes"},
+            {
+                "from": "changes_requested",
+                "to": "sent_for_review",
+                "name": "resubmit",
+                "reopen": ["review", "revise"],
+            },
+            {"from": "sent_for_review", "to": "approved", "name": "approve"},
+            {"from": "sent_for_review", "to": "rejected", "name": "reject"},
+            {"from": "approved", "to": "published", "name": "publish"},
+        ],
+        "steps": [
+            {"key": "draft", "title": "Write the draft", "max_attempts": 3},
+            {"key": "review", "title": "Reviewer decision", "max_attempts": 2},
+            {"key": "revise", "title": "Apply requested changes", "max_attempts": 3},
+            {"key": "publish", "title": "Publish the document", "max_attempts": 5},
+        ],
+    }
+)
 
-RESEARCH_REPORT = parse_workflow({
-    "name": "research_report",
-    "version": 1,
-    "title": "Research report",
-    "description": (
-        "Research a question, draft a report, review it, publish it. Review branches: approve "
-        "(publish), revise (back to drafting), more research (back to researching) or abandon."
-    ),
-    "states": ["researching", "drafting", "reviewing", "publishing", "published", "abandoned"],
-    "initial": "researching",
-    "terminal": ["published", "abandoned"],
-    "transitions": [
-        {"from": "researching", "to": "drafting", "name": "draft"},
-        {"from": "researching", "to": "abandoned", "name": "abandon"},
-        {"from": "drafting", "to": "reviewing", "name": "submit"},
-        {"from": "drafting", "to": "abandoned", "name": "abandon"},
-        {"from": "reviewing", "to": "publishing", "name": "approve"},
-        {"from": "reviewing", "to": "drafting", "name": "revise", "reopen": ["draft", "review"]},
-        {"from": "reviewing", "to": "researching", "name": "more_research",
-         "reopen": ["research", "draft", "review"]},
-        {"from": "reviewing", "to": "abandoned", "name": "abandon"},
-        {"from": "publishing", "to": "published", "name": "publish"},
-    ],
-    "steps": [
-        {"key": "research", "title": "Gather sources", "max_attempts": 3},
-        {"key": "draft", "title": "Draft the report", "max_attempts": 3},
-        {"key": "review", "title": "Review the draft", "max_attempts": 2},
-        {"key": "publish", "title": "Publish the report", "max_attempts": 5},
-    ],
-})
+RESEARCH_REPORT = parse_workflow(
+    {
+        "name": "research_report",
+        "version": 1,
+        "title": "Research report",
+        "description": (
+            "Research a question, draft a report, review it, publish it. Review branches: approve "
+            "(publish), revise (back to drafting), more research (back to researching) or abandon."
+        ),
+        "states": ["researching", "drafting", "reviewing", "publishing", "published", "abandoned"],
+        "initial": "researching",
+        "terminal": ["published", "abandoned"],
+        "transitions": [
+            {"from": "researching", "to": "drafting", "name": "draft"},
+            {"from": "researching", "to": "abandoned", "name": "abandon"},
+            {"from": "drafting", "to": "reviewing", "name": "submit"},
+            {"from": "drafting", "to": "abandoned", "name": "abandon"},
+            {"from": "reviewing", "to": "publishing", "name": "approve"},
+            {
+                "from": "reviewing",
+                "to": "drafting",
+                "name": "revise",
+                "reopen": ["draft", "review"],
+            },
+            {
+                "from": "reviewing",
+                "to": "researching",
+                "name": "more_research",
+                "reopen": ["research", "draft", "review"],
+            },
+            {"from": "reviewing", "to": "abandoned", "name": "abandon"},
+            {"from": "publishing", "to": "published", "name": "publish"},
+        ],
+        "steps": [
+            {"key": "research", "title": "Gather sources", "max_attempts": 3},
+            {"key": "draft", "title": "Draft the report", "max_attempts": 3},
+            {"key": "review", "title": "Review the draft", "max_attempts": 2},
+            {"key": "publish", "title": "Publish the report", "max_attempts": 5},
+        ],
+    }
+)
 
 # Registered from code: every project can start these without registering anything.
 BUILTIN_WORKFLOWS: dict[str, WorkflowSpec] = {

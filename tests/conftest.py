@@ -44,8 +44,9 @@ def pytest_runtest_setup(item):
     what = marker.args[0] if marker.args else item.name
     reason = f"{missing}: {what} not tested"
     if os.environ.get("CI", "").lower() not in {"", "0", "false", "no"}:
-        pytest.fail(f"{reason}. CI is set, and CI always has Redis (bash .ci/run starts it).",
-                    pytrace=False)
+        pytest.fail(
+            f"{reason}. CI is set, and CI always has Redis (bash .ci/run starts it).", pytrace=False
+        )
     pytest.skip(reason)
 
 
@@ -56,8 +57,10 @@ def pytest_report_header(config):
     where = db["HOST"] or db.get("OPTIONS", {}).get("host") or "the default socket"
     port = f":{db['PORT']}" if db["PORT"] else ""
     redis = settings.REDIS_URL or f"none (nothing used at {DEFAULT_REDIS_URL})"
-    return [f"database: PostgreSQL at {where}{port}, test database {db['TEST']['NAME']}",
-            f"redis: {redis}"]
+    return [
+        f"database: PostgreSQL at {where}{port}, test database {db['TEST']['NAME']}",
+        f"redis: {redis}",
+    ]
 
 
 class ApiClient:
@@ -71,8 +74,13 @@ class ApiClient:
         url = path if path.startswith("/api/") else f"/api/v1{path}"
         fn = getattr(self.client, method)
         if method in {"post", "put", "patch"}:
-            return fn(url, data=data if data is not None else {}, content_type="application/json",
-                      headers=self.headers, **extra)
+            return fn(
+                url,
+                data=data if data is not None else {},
+                content_type="application/json",
+                headers=self.headers,
+                **extra,
+            )
         return fn(url, data=data, headers=self.headers, **extra)
 
     def get(self, path, data=None, **extra):

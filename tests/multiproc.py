@@ -112,7 +112,8 @@ class ProcessPool:
         self._inboxes = [ctx.Queue() for _ in range(self.count)]
         self._processes = [
             ctx.Process(
-                target=_child, args=(i, self._env, self._start_barrier, inbox, self._out),
+                target=_child,
+                args=(i, self._env, self._start_barrier, inbox, self._out),
                 daemon=True,
             )
             for i, inbox in enumerate(self._inboxes)
@@ -133,8 +134,9 @@ class ProcessPool:
         model instances are not passed: pass ids and load them in the child.
         """
         if len(args_per_process) != self.count:
-            raise ValueError(f"this pool runs {self.count} processes at once, not "
-                             f"{len(args_per_process)}")
+            raise ValueError(
+                f"this pool runs {self.count} processes at once, not {len(args_per_process)}"
+            )
         target = _dotted(fn)
         if not self._processes:
             self._start()
@@ -153,7 +155,8 @@ class ProcessPool:
             while len(results) + len(failures) < self.count:
                 try:
                     got, index, ok, value = self._out.get(
-                        timeout=max(0.1, deadline - time.monotonic()))
+                        timeout=max(0.1, deadline - time.monotonic())
+                    )
                 except Empty:
                     alive = [p.pid for p in self._processes if p.is_alive()]
                     raise TimeoutError(

@@ -61,8 +61,18 @@ def asgi_server(*, workers: int = 1, **env: str) -> Iterator[str]:
     """Run uvicorn on a free port; yields its base URL. Stopped (and reaped) on exit."""
     port = free_port()
     command = [
-        _bin("uvicorn"), "config.asgi:application", "--host", "127.0.0.1", "--port", str(port),
-        "--lifespan", "off", "--log-level", "warning", "--workers", str(workers),
+        _bin("uvicorn"),
+        "config.asgi:application",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--lifespan",
+        "off",
+        "--log-level",
+        "warning",
+        "--workers",
+        str(workers),
     ]
     process = subprocess.Popen(command, cwd=ROOT, env=child_env(**env))
     base_url = f"http://127.0.0.1:{port}"
@@ -87,20 +97,45 @@ def celery_processes(queue: str, tmp_path: Path, *, beat: bool = False) -> Itera
     on the default queue would take (or be given) their jobs.
     """
     log = tmp_path / "celery.log"
-    commands = [[
-        _bin("celery"), "-A", "config", "worker", "-Q", queue, "-n", f"{queue}@%h",
-        "--pool", "solo", "--loglevel", "INFO", "--without-gossip", "--without-mingle",
-        "--without-heartbeat",
-    ]]
+    commands = [
+        [
+            _bin("celery"),
+            "-A",
+            "config",
+            "worker",
+            "-Q",
+            queue,
+            "-n",
+            f"{queue}@%h",
+            "--pool",
+            "solo",
+            "--loglevel",
+            "INFO",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+        ]
+    ]
     if beat:
-        commands.append([
-            _bin("celery"), "-A", "config", "beat", "--loglevel", "INFO",
-            "--scheduler", "django_celery_beat.schedulers:DatabaseScheduler",
-            "--pidfile", str(tmp_path / "beat.pid"),
-        ])
+        commands.append(
+            [
+                _bin("celery"),
+                "-A",
+                "config",
+                "beat",
+                "--loglevel",
+                "INFO",
+                "--scheduler",
+                "django_celery_beat.schedulers:DatabaseScheduler",
+                "--pidfile",
+                str(tmp_path / "beat.pid"),
+            ]
+        )
     with log.open("w") as out:
-        processes = [subprocess.Popen(c, cwd=ROOT, env=child_env(), stdout=out,
-                                      stderr=subprocess.STDOUT) for c in commands]
+        processes = [
+            subprocess.Popen(c, cwd=ROOT, env=child_env(), stdout=out, stderr=subprocess.STDOUT)
+            for c in commands
+        ]
         try:
             yield log
         finally:

@@ -49,8 +49,12 @@ def create_api_key(project: Project, *, name: str, actor: Actor) -> tuple[ApiKey
         created_by=actor.user,
     )
     record_audit(
-        project, actor=actor, action="api_key.create", target_type="api_key",
-        target_id=api_key.pk, detail={"name": name, "prefix": prefix},
+        project,
+        actor=actor,
+        action="api_key.create",
+        target_type="api_key",
+        target_id=api_key.pk,
+        detail={"name": name, "prefix": prefix},
     )
     return api_key, raw_key
 
@@ -61,8 +65,12 @@ def revoke_api_key(api_key: ApiKey, *, actor: Actor) -> ApiKey:
         api_key.revoked_at = timezone.now()
         api_key.save(update_fields=["revoked_at"])
         record_audit(
-            api_key.project_id, actor=actor, action="api_key.revoke", target_type="api_key",
-            target_id=api_key.pk, detail={"prefix": api_key.prefix},
+            api_key.project_id,
+            actor=actor,
+            action="api_key.revoke",
+            target_type="api_key",
+            target_id=api_key.pk,
+            detail={"prefix": api_key.prefix},
         )
     return api_key
 
@@ -71,7 +79,7 @@ def authenticate_api_key(raw_key: str) -> ApiKey | None:
     """The active key matching `raw_key`, or None. Touches last_used_at at most once a minute."""
     if not raw_key.startswith(KEY_PREFIX):
         return None
-    prefix, _, _ = raw_key[len(KEY_PREFIX):].partition("_")
+    prefix, _, _ = raw_key[len(KEY_PREFIX) :].partition("_")
     api_key = storage.active_key_with_project(prefix)
     if api_key is None or not hmac.compare_digest(api_key.hashed_secret, hash_secret(raw_key)):
         return None

@@ -30,8 +30,9 @@ def time_tag(value: datetime | None) -> SafeString:
     else:
         short = local.strftime("%Y-%m-%d %H:%M")
         title = f"{local:%Y-%m-%d %H:%M:%S} {_zone_abbreviation(local)}"
-    return format_html('<time datetime="{}" data-relative title="{}">{}</time>',
-                       local.isoformat(), title, short)
+    return format_html(
+        '<time datetime="{}" data-relative title="{}">{}</time>', local.isoformat(), title, short
+    )
 
 
 def _zone_abbreviation(value: datetime) -> str:

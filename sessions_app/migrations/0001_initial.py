@@ -8,119 +8,257 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('core', '0001_initial'),
+        ("core", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Agent',
+            name="Agent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100)),
-                ('version', models.CharField(blank=True, default='', max_length=50)),
-                ('config', models.JSONField(blank=True, default=dict)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('project', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='agents', to='core.project')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=100)),
+                ("version", models.CharField(blank=True, default="", max_length=50)),
+                ("config", models.JSONField(blank=True, default=dict)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "project",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="agents",
+                        to="core.project",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='Session',
+            name="Session",
             fields=[
-                ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
-                ('external_id', models.CharField(blank=True, max_length=200, null=True)),
-                ('title', models.CharField(blank=True, default='', max_length=300)),
-                ('status', models.CharField(choices=[('open', 'Open'), ('paused', 'Paused'), ('resumed', 'Resumed'), ('closed', 'Closed'), ('archived', 'Archived')], default='open', max_length=16)),
-                ('metadata', models.JSONField(blank=True, default=dict)),
-                ('head_seq', models.IntegerField(default=0)),
-                ('tokens_used', models.BigIntegerField(default=0)),
-                ('cost_used', models.DecimalField(decimal_places=6, default=Decimal('0'), max_digits=14)),
-                ('budget_max_tokens', models.BigIntegerField(blank=True, null=True)),
-                ('budget_max_cost', models.DecimalField(blank=True, decimal_places=6, max_digits=14, null=True)),
-                ('fork_seq', models.IntegerField(blank=True, null=True)),
-                ('ancestry', models.JSONField(blank=True, default=list)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('closed_at', models.DateTimeField(blank=True, null=True)),
-                ('archived_at', models.DateTimeField(blank=True, null=True)),
-                ('agent', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='sessions', to='sessions_app.agent')),
-                ('parent', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='forks', to='sessions_app.session')),
-                ('project', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='sessions', to='core.project')),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=uuid.uuid4, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                ("external_id", models.CharField(blank=True, max_length=200, null=True)),
+                ("title", models.CharField(blank=True, default="", max_length=300)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("open", "Open"),
+                            ("paused", "Paused"),
+                            ("resumed", "Resumed"),
+                            ("closed", "Closed"),
+                            ("archived", "Archived"),
+                        ],
+                        default="open",
+                        max_length=16,
+                    ),
+                ),
+                ("metadata", models.JSONField(blank=True, default=dict)),
+                ("head_seq", models.IntegerField(default=0)),
+                ("tokens_used", models.BigIntegerField(default=0)),
+                (
+                    "cost_used",
+                    models.DecimalField(decimal_places=6, default=Decimal("0"), max_digits=14),
+                ),
+                ("budget_max_tokens", models.BigIntegerField(blank=True, null=True)),
+                (
+                    "budget_max_cost",
+                    models.DecimalField(blank=True, decimal_places=6, max_digits=14, null=True),
+                ),
+                ("fork_seq", models.IntegerField(blank=True, null=True)),
+                ("ancestry", models.JSONField(blank=True, default=list)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("closed_at", models.DateTimeField(blank=True, null=True)),
+                ("archived_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "agent",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="sessions",
+                        to="sessions_app.agent",
+                    ),
+                ),
+                (
+                    "parent",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="forks",
+                        to="sessions_app.session",
+                    ),
+                ),
+                (
+                    "project",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="sessions",
+                        to="core.project",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='Event',
+            name="Event",
             fields=[
-                ('pk', models.CompositePrimaryKey('session_id', 'seq', blank=True, editable=False, primary_key=True, serialize=False)),
-                ('seq', models.IntegerField()),
-                ('kind', models.CharField(choices=[('message', 'Message'), ('tool_call', 'Tool Call'), ('tool_result', 'Tool Result'), ('note', 'Note'), ('error', 'Error'), ('state', 'State'), ('fact', 'Fact'), ('decision', 'Decision'), ('lifecycle', 'Lifecycle'), ('handoff', 'Handoff')], max_length=16)),
-                ('tier', models.CharField(choices=[('transient', 'Transient'), ('durable', 'Durable')], max_length=10)),
-                ('role', models.CharField(blank=True, default='', max_length=16)),
-                ('content', models.JSONField(default=dict)),
-                ('text', models.TextField(blank=True, default='')),
-                ('tokens', models.IntegerField(default=0)),
-                ('cost', models.DecimalField(decimal_places=6, default=Decimal('0'), max_digits=12)),
-                ('actor', models.CharField(blank=True, default='', max_length=120)),
-                ('idempotency_key', models.CharField(blank=True, max_length=200, null=True)),
-                ('created_at', models.DateTimeField()),
-                ('session', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.DO_NOTHING, to='sessions_app.session')),
+                (
+                    "pk",
+                    models.CompositePrimaryKey(
+                        "session_id",
+                        "seq",
+                        blank=True,
+                        editable=False,
+                        primary_key=True,
+                        serialize=False,
+                    ),
+                ),
+                ("seq", models.IntegerField()),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("message", "Message"),
+                            ("tool_call", "Tool Call"),
+                            ("tool_result", "Tool Result"),
+                            ("note", "Note"),
+                            ("error", "Error"),
+                            ("state", "State"),
+                            ("fact", "Fact"),
+                            ("decision", "Decision"),
+                            ("lifecycle", "Lifecycle"),
+                            ("handoff", "Handoff"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                (
+                    "tier",
+                    models.CharField(
+                        choices=[("transient", "Transient"), ("durable", "Durable")], max_length=10
+                    ),
+                ),
+                ("role", models.CharField(blank=True, default="", max_length=16)),
+                ("content", models.JSONField(default=dict)),
+                ("text", models.TextField(blank=True, default="")),
+                ("tokens", models.IntegerField(default=0)),
+                (
+                    "cost",
+                    models.DecimalField(decimal_places=6, default=Decimal("0"), max_digits=12),
+                ),
+                ("actor", models.CharField(blank=True, default="", max_length=120)),
+                ("idempotency_key", models.CharField(blank=True, max_length=200, null=True)),
+                ("created_at", models.DateTimeField()),
+                (
+                    "session",
+                    models.ForeignKey(
+                        db_index=False,
+                        on_delete=django.db.models.deletion.DO_NOTHING,
+                        to="sessions_app.session",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='Snapshot',
+            name="Snapshot",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('seq', models.IntegerField()),
-                ('state', models.JSONField(default=dict)),
-                ('facts', models.JSONField(default=dict)),
-                ('summary', models.TextField(blank=True, default='')),
-                ('content_hash', models.CharField(max_length=64)),
-                ('reason', models.CharField(default='auto', max_length=16)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('session', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='snapshots', to='sessions_app.session')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("seq", models.IntegerField()),
+                ("state", models.JSONField(default=dict)),
+                ("facts", models.JSONField(default=dict)),
+                ("summary", models.TextField(blank=True, default="")),
+                ("content_hash", models.CharField(max_length=64)),
+                ("reason", models.CharField(default="auto", max_length=16)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "session",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="snapshots",
+                        to="sessions_app.session",
+                    ),
+                ),
             ],
         ),
         migrations.AddConstraint(
-            model_name='agent',
-            constraint=models.UniqueConstraint(fields=('project', 'name'), name='agent_unique_name'),
+            model_name="agent",
+            constraint=models.UniqueConstraint(
+                fields=("project", "name"), name="agent_unique_name"
+            ),
         ),
         migrations.AddIndex(
-            model_name='session',
-            index=models.Index(fields=['project', '-created_at', '-id'], name='session_project_created'),
+            model_name="session",
+            index=models.Index(
+                fields=["project", "-created_at", "-id"], name="session_project_created"
+            ),
         ),
         migrations.AddIndex(
-            model_name='session',
-            index=models.Index(fields=['project', 'status', '-created_at', '-id'], name='session_project_status'),
+            model_name="session",
+            index=models.Index(
+                fields=["project", "status", "-created_at", "-id"], name="session_project_status"
+            ),
         ),
         migrations.AddIndex(
-            model_name='session',
-            index=models.Index(fields=['project', 'agent', '-created_at', '-id'], name='session_project_agent'),
+            model_name="session",
+            index=models.Index(
+                fields=["project", "agent", "-created_at", "-id"], name="session_project_agent"
+            ),
         ),
         migrations.AddIndex(
-            model_name='session',
-            index=models.Index(fields=['project', '-updated_at'], name='session_project_updated'),
+            model_name="session",
+            index=models.Index(fields=["project", "-updated_at"], name="session_project_updated"),
         ),
         migrations.AddConstraint(
-            model_name='session',
-            constraint=models.UniqueConstraint(condition=models.Q(('external_id__isnull', False)), fields=('project', 'external_id'), name='session_unique_external_id'),
+            model_name="session",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("external_id__isnull", False)),
+                fields=("project", "external_id"),
+                name="session_unique_external_id",
+            ),
         ),
         migrations.AddIndex(
-            model_name='event',
-            index=models.Index(condition=models.Q(('tier', 'durable')), fields=['session', 'seq'], name='event_durable_seq'),
+            model_name="event",
+            index=models.Index(
+                condition=models.Q(("tier", "durable")),
+                fields=["session", "seq"],
+                name="event_durable_seq",
+            ),
         ),
         migrations.AddIndex(
-            model_name='event',
-            index=models.Index(condition=models.Q(('kind', 'lifecycle')), fields=['session', 'seq'], name='event_lifecycle_seq'),
+            model_name="event",
+            index=models.Index(
+                condition=models.Q(("kind", "lifecycle")),
+                fields=["session", "seq"],
+                name="event_lifecycle_seq",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='event',
-            constraint=models.UniqueConstraint(condition=models.Q(('idempotency_key__isnull', False)), fields=('session', 'idempotency_key'), name='event_unique_idempotency_key'),
+            model_name="event",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("idempotency_key__isnull", False)),
+                fields=("session", "idempotency_key"),
+                name="event_unique_idempotency_key",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='snapshot',
-            constraint=models.UniqueConstraint(fields=('session', 'seq'), name='snapshot_unique_seq'),
+            model_name="snapshot",
+            constraint=models.UniqueConstraint(
+                fields=("session", "seq"), name="snapshot_unique_seq"
+            ),
         ),
     ]

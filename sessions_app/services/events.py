@@ -82,7 +82,9 @@ def _append_in_one_statement(
     """
     events = build_events(session, drafts, actor=actor, first=None)
     result = storage.append_in_one_statement(
-        session.pk, session.project_id, events,
+        session.pk,
+        session.project_id,
+        events,
         tokens=sum(d.tokens for d in drafts),
         cost=sum((d.cost for d in drafts), Decimal("0")),
         now=timezone.now(),

@@ -31,8 +31,12 @@ def transition_locked(session: Session, to: str, *, actor: Actor, reason: str = 
         [
             EventDraft(
                 kind=EventKind.LIFECYCLE,
-                content={"from": str(current), "to": str(to), "reason": reason,
-                         "actor": actor.label},
+                content={
+                    "from": str(current),
+                    "to": str(to),
+                    "reason": reason,
+                    "actor": actor.label,
+                },
             )
         ],
         actor=actor,
@@ -51,13 +55,21 @@ def transition_locked(session: Session, to: str, *, actor: Actor, reason: str = 
         **{f: getattr(session, f) for f in update_fields if f != "updated_at"}, updated_at=now
     )
     record_audit(
-        session.project_id, actor=actor, action=f"session.{to}", target_type="session",
-        target_id=session.pk, detail={"from": str(current), "to": str(to), "reason": reason},
+        session.project_id,
+        actor=actor,
+        action=f"session.{to}",
+        target_type="session",
+        target_id=session.pk,
+        detail={"from": str(current), "to": str(to), "reason": reason},
     )
     publish(
         LifecycleChanged(
-            project_id=session.project_id, session_id=str(session.pk),
-            from_status=str(current), to_status=str(to), reason=reason, actor=actor.label,
+            project_id=session.project_id,
+            session_id=str(session.pk),
+            from_status=str(current),
+            to_status=str(to),
+            reason=reason,
+            actor=actor.label,
         )
     )
     return session

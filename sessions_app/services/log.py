@@ -160,7 +160,8 @@ def insert_events_locked(
     `system` writes (lifecycle and handoff records) are accepted whatever the status.
     """
     allocated = storage.allocate_seqs(
-        session.pk, session.project_id,
+        session.pk,
+        session.project_id,
         count=len(drafts),
         tokens=sum(d.tokens for d in drafts),
         cost=sum((d.cost for d in drafts), Decimal("0")),
@@ -198,7 +199,9 @@ def events_written(
         transaction.on_commit(lambda: ensure_snapshots(session_id, boundaries), robust=True)
     publish(
         EventsAppended(
-            project_id=session.project_id, session_id=str(session.pk), from_seq=first,
+            project_id=session.project_id,
+            session_id=str(session.pk),
+            from_seq=first,
             to_seq=head,
         )
     )

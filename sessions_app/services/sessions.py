@@ -60,8 +60,12 @@ def open_session(
                 budget_max_cost=budget_max_cost,
             )
             record_audit(
-                project, actor=actor, action="session.open", target_type="session",
-                target_id=session.pk, detail={"agent": agent_name, "external_id": external_id},
+                project,
+                actor=actor,
+                action="session.open",
+                target_type="session",
+                target_id=session.pk,
+                detail={"agent": agent_name, "external_id": external_id},
             )
             publish(SessionOpened(project_id=project.pk, session_id=str(session.pk)))
     except IntegrityError:
@@ -72,9 +76,7 @@ def open_session(
     return session, True
 
 
-def fork_session(
-    parent: Session, *, at_seq: int, actor: Actor, title: str = ""
-) -> Session:
+def fork_session(parent: Session, *, at_seq: int, actor: Actor, title: str = "") -> Session:
     """A copy-on-write fork: history = parent's up to `at_seq`, then its own. Copies no event.
 
     Rewinding is forking at an earlier seq. The fork opens fresh (status open, usage zero,
@@ -105,12 +107,18 @@ def fork_session(
             ancestry=ancestry,
         )
         record_audit(
-            parent.project_id, actor=actor, action="session.fork", target_type="session",
-            target_id=fork.pk, detail={"parent": str(parent.pk), "at_seq": at_seq},
+            parent.project_id,
+            actor=actor,
+            action="session.fork",
+            target_type="session",
+            target_id=fork.pk,
+            detail={"parent": str(parent.pk), "at_seq": at_seq},
         )
         publish(
             SessionOpened(
-                project_id=fork.project_id, session_id=str(fork.pk), parent_id=str(parent.pk),
+                project_id=fork.project_id,
+                session_id=str(fork.pk),
+                parent_id=str(parent.pk),
                 fork_seq=at_seq,
             )
         )
@@ -123,7 +131,11 @@ def export_session(session: Session, *, actor: Actor) -> AsyncIterator[dict[str,
     The rows (slice rows, content as stored) are read in keyset chunks while they stream.
     """
     record_audit(
-        session.project_id, actor=actor, action="session.export", target_type="session",
-        target_id=session.pk, detail={"head_seq": session.head_seq},
+        session.project_id,
+        actor=actor,
+        action="session.export",
+        target_type="session",
+        target_id=session.pk,
+        detail={"head_seq": session.head_seq},
     )
     return aiter_events_json(session)

@@ -63,7 +63,9 @@ class FoldedState:
 def content_hash(state: Any, facts: Any, summary: str) -> str:
     canonical = json.dumps(
         {"state": state, "facts": facts, "summary": summary},
-        sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
     )
     return hashlib.sha256(canonical.encode()).hexdigest()
 

@@ -8,182 +8,375 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('core', '0001_initial'),
-        ('sessions_app', '0001_initial'),
+        ("core", "0001_initial"),
+        ("sessions_app", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Task',
+            name="Task",
             fields=[
-                ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
-                ('external_id', models.CharField(blank=True, max_length=200, null=True)),
-                ('state', models.CharField(max_length=100)),
-                ('params', models.JSONField(blank=True, default=dict)),
-                ('metadata', models.JSONField(blank=True, default=dict)),
-                ('version', models.PositiveIntegerField(default=1)),
-                ('initiated_by', models.CharField(max_length=150)),
-                ('signal_token_hash', models.CharField(max_length=64, unique=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('initiated_by_key', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='core.apikey')),
-                ('initiated_by_user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('project', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='tasks', to='core.project')),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=uuid.uuid4, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                ("external_id", models.CharField(blank=True, max_length=200, null=True)),
+                ("state", models.CharField(max_length=100)),
+                ("params", models.JSONField(blank=True, default=dict)),
+                ("metadata", models.JSONField(blank=True, default=dict)),
+                ("version", models.PositiveIntegerField(default=1)),
+                ("initiated_by", models.CharField(max_length=150)),
+                ("signal_token_hash", models.CharField(max_length=64, unique=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "initiated_by_key",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="core.apikey",
+                    ),
+                ),
+                (
+                    "initiated_by_user",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "project",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="tasks",
+                        to="core.project",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='TaskSession',
+            name="TaskSession",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('linked_by', models.CharField(max_length=150)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('session', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='task_links', to='sessions_app.session')),
-                ('task', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='session_links', to='tasks_app.task')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("linked_by", models.CharField(max_length=150)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "session",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="task_links",
+                        to="sessions_app.session",
+                    ),
+                ),
+                (
+                    "task",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="session_links",
+                        to="tasks_app.task",
+                    ),
+                ),
             ],
         ),
         migrations.AddField(
-            model_name='task',
-            name='sessions',
-            field=models.ManyToManyField(blank=True, related_name='tasks', through='tasks_app.TaskSession', to='sessions_app.session'),
+            model_name="task",
+            name="sessions",
+            field=models.ManyToManyField(
+                blank=True,
+                related_name="tasks",
+                through="tasks_app.TaskSession",
+                to="sessions_app.session",
+            ),
         ),
         migrations.CreateModel(
-            name='TaskSignal',
+            name="TaskSignal",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100)),
-                ('payload', models.JSONField(blank=True, default=dict)),
-                ('error', models.JSONField(blank=True, null=True)),
-                ('actor', models.CharField(max_length=150)),
-                ('idempotency_key', models.CharField(blank=True, max_length=200, null=True)),
-                ('received_at', models.DateTimeField()),
-                ('consumed_at', models.DateTimeField(blank=True, null=True)),
-                ('consumed_by', models.JSONField(blank=True, default=list)),
-                ('task', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='signals', to='tasks_app.task')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=100)),
+                ("payload", models.JSONField(blank=True, default=dict)),
+                ("error", models.JSONField(blank=True, null=True)),
+                ("actor", models.CharField(max_length=150)),
+                ("idempotency_key", models.CharField(blank=True, max_length=200, null=True)),
+                ("received_at", models.DateTimeField()),
+                ("consumed_at", models.DateTimeField(blank=True, null=True)),
+                ("consumed_by", models.JSONField(blank=True, default=list)),
+                (
+                    "task",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="signals",
+                        to="tasks_app.task",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['id'],
+                "ordering": ["id"],
             },
         ),
         migrations.CreateModel(
-            name='WorkflowDefinition',
+            name="WorkflowDefinition",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100)),
-                ('version', models.PositiveIntegerField()),
-                ('title', models.CharField(blank=True, default='', max_length=200)),
-                ('definition', models.JSONField()),
-                ('content_hash', models.CharField(max_length=64)),
-                ('source', models.CharField(choices=[('code', 'Code'), ('file', 'File'), ('api', 'Api')], default='api', max_length=8)),
-                ('created_by', models.CharField(blank=True, default='', max_length=150)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('project', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='workflow_definitions', to='core.project')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=100)),
+                ("version", models.PositiveIntegerField()),
+                ("title", models.CharField(blank=True, default="", max_length=200)),
+                ("definition", models.JSONField()),
+                ("content_hash", models.CharField(max_length=64)),
+                (
+                    "source",
+                    models.CharField(
+                        choices=[("code", "Code"), ("file", "File"), ("api", "Api")],
+                        default="api",
+                        max_length=8,
+                    ),
+                ),
+                ("created_by", models.CharField(blank=True, default="", max_length=150)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "project",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="workflow_definitions",
+                        to="core.project",
+                    ),
+                ),
             ],
         ),
         migrations.AddField(
-            model_name='task',
-            name='workflow',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.RESTRICT, related_name='tasks', to='tasks_app.workflowdefinition'),
+            model_name="task",
+            name="workflow",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.RESTRICT,
+                related_name="tasks",
+                to="tasks_app.workflowdefinition",
+            ),
         ),
         migrations.CreateModel(
-            name='Step',
+            name="Step",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(max_length=100)),
-                ('title', models.CharField(blank=True, default='', max_length=200)),
-                ('position', models.PositiveSmallIntegerField(default=0)),
-                ('status', models.CharField(choices=[('pending', 'Pending'), ('running', 'Running'), ('waiting', 'Waiting'), ('succeeded', 'Succeeded'), ('failed', 'Failed'), ('skipped', 'Skipped')], default='pending', max_length=16)),
-                ('round', models.PositiveIntegerField(default=1)),
-                ('attempts', models.PositiveIntegerField(default=0)),
-                ('max_attempts', models.PositiveIntegerField(default=1)),
-                ('last_error', models.JSONField(blank=True, null=True)),
-                ('inputs', models.JSONField(blank=True, default=dict)),
-                ('outputs', models.JSONField(blank=True, default=dict)),
-                ('branch', models.CharField(blank=True, default='', max_length=100)),
-                ('waiting_on', models.CharField(blank=True, default='', max_length=100)),
-                ('wait_deadline', models.DateTimeField(blank=True, null=True)),
-                ('signal_payload', models.JSONField(blank=True, null=True)),
-                ('actor', models.CharField(blank=True, default='', max_length=150)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('agent', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='steps', to='sessions_app.agent')),
-                ('task', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='steps', to='tasks_app.task')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("key", models.CharField(max_length=100)),
+                ("title", models.CharField(blank=True, default="", max_length=200)),
+                ("position", models.PositiveSmallIntegerField(default=0)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("running", "Running"),
+                            ("waiting", "Waiting"),
+                            ("succeeded", "Succeeded"),
+                            ("failed", "Failed"),
+                            ("skipped", "Skipped"),
+                        ],
+                        default="pending",
+                        max_length=16,
+                    ),
+                ),
+                ("round", models.PositiveIntegerField(default=1)),
+                ("attempts", models.PositiveIntegerField(default=0)),
+                ("max_attempts", models.PositiveIntegerField(default=1)),
+                ("last_error", models.JSONField(blank=True, null=True)),
+                ("inputs", models.JSONField(blank=True, default=dict)),
+                ("outputs", models.JSONField(blank=True, default=dict)),
+                ("branch", models.CharField(blank=True, default="", max_length=100)),
+                ("waiting_on", models.CharField(blank=True, default="", max_length=100)),
+                ("wait_deadline", models.DateTimeField(blank=True, null=True)),
+                ("signal_payload", models.JSONField(blank=True, null=True)),
+                ("actor", models.CharField(blank=True, default="", max_length=150)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "agent",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="steps",
+                        to="sessions_app.agent",
+                    ),
+                ),
+                (
+                    "task",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="steps",
+                        to="tasks_app.task",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['position', 'id'],
-                'indexes': [models.Index(condition=models.Q(('status', 'waiting'), ('wait_deadline__isnull', False)), fields=['wait_deadline'], name='step_wait_deadline_due'), models.Index(fields=['status', 'task'], name='step_status_task')],
-                'constraints': [models.UniqueConstraint(fields=('task', 'key'), name='step_unique_key')],
+                "ordering": ["position", "id"],
+                "indexes": [
+                    models.Index(
+                        condition=models.Q(("status", "waiting"), ("wait_deadline__isnull", False)),
+                        fields=["wait_deadline"],
+                        name="step_wait_deadline_due",
+                    ),
+                    models.Index(fields=["status", "task"], name="step_status_task"),
+                ],
+                "constraints": [
+                    models.UniqueConstraint(fields=("task", "key"), name="step_unique_key")
+                ],
             },
         ),
         migrations.CreateModel(
-            name='TaskHistory',
+            name="TaskHistory",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('created', 'Created'), ('transition', 'Transition'), ('step', 'Step'), ('signal', 'Signal'), ('link', 'Link'), ('unlink', 'Unlink')], max_length=16)),
-                ('actor', models.CharField(max_length=150)),
-                ('from_state', models.CharField(blank=True, default='', max_length=100)),
-                ('to_state', models.CharField(blank=True, default='', max_length=100)),
-                ('step_key', models.CharField(blank=True, default='', max_length=100)),
-                ('round', models.PositiveIntegerField(blank=True, null=True)),
-                ('attempt', models.PositiveIntegerField(blank=True, null=True)),
-                ('reason', models.TextField(blank=True, default='')),
-                ('error', models.JSONField(blank=True, null=True)),
-                ('data', models.JSONField(blank=True, default=dict)),
-                ('task_version', models.PositiveIntegerField(blank=True, null=True)),
-                ('dedupe_key', models.CharField(blank=True, max_length=300, null=True)),
-                ('created_at', models.DateTimeField()),
-                ('task', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='history', to='tasks_app.task')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("created", "Created"),
+                            ("transition", "Transition"),
+                            ("step", "Step"),
+                            ("signal", "Signal"),
+                            ("link", "Link"),
+                            ("unlink", "Unlink"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("actor", models.CharField(max_length=150)),
+                ("from_state", models.CharField(blank=True, default="", max_length=100)),
+                ("to_state", models.CharField(blank=True, default="", max_length=100)),
+                ("step_key", models.CharField(blank=True, default="", max_length=100)),
+                ("round", models.PositiveIntegerField(blank=True, null=True)),
+                ("attempt", models.PositiveIntegerField(blank=True, null=True)),
+                ("reason", models.TextField(blank=True, default="")),
+                ("error", models.JSONField(blank=True, null=True)),
+                ("data", models.JSONField(blank=True, default=dict)),
+                ("task_version", models.PositiveIntegerField(blank=True, null=True)),
+                ("dedupe_key", models.CharField(blank=True, max_length=300, null=True)),
+                ("created_at", models.DateTimeField()),
+                (
+                    "task",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="history",
+                        to="tasks_app.task",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['id'],
-                'indexes': [models.Index(fields=['task', '-id'], name='taskhistory_task_recent')],
-                'constraints': [models.UniqueConstraint(condition=models.Q(('dedupe_key__isnull', False)), fields=('task', 'dedupe_key'), name='taskhistory_unique_dedupe_key')],
+                "ordering": ["id"],
+                "indexes": [models.Index(fields=["task", "-id"], name="taskhistory_task_recent")],
+                "constraints": [
+                    models.UniqueConstraint(
+                        condition=models.Q(("dedupe_key__isnull", False)),
+                        fields=("task", "dedupe_key"),
+                        name="taskhistory_unique_dedupe_key",
+                    )
+                ],
             },
         ),
         migrations.AddIndex(
-            model_name='tasksession',
-            index=models.Index(fields=['session', 'task'], name='tasksession_session'),
+            model_name="tasksession",
+            index=models.Index(fields=["session", "task"], name="tasksession_session"),
         ),
         migrations.AddConstraint(
-            model_name='tasksession',
-            constraint=models.UniqueConstraint(fields=('task', 'session'), name='tasksession_unique'),
+            model_name="tasksession",
+            constraint=models.UniqueConstraint(
+                fields=("task", "session"), name="tasksession_unique"
+            ),
         ),
         migrations.AddIndex(
-            model_name='tasksignal',
-            index=models.Index(condition=models.Q(('consumed_at__isnull', True)), fields=['task', 'name'], name='tasksignal_pending'),
+            model_name="tasksignal",
+            index=models.Index(
+                condition=models.Q(("consumed_at__isnull", True)),
+                fields=["task", "name"],
+                name="tasksignal_pending",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='tasksignal',
-            constraint=models.UniqueConstraint(condition=models.Q(('idempotency_key__isnull', False)), fields=('task', 'idempotency_key'), name='tasksignal_unique_idempotency_key'),
+            model_name="tasksignal",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("idempotency_key__isnull", False)),
+                fields=("task", "idempotency_key"),
+                name="tasksignal_unique_idempotency_key",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='workflowdefinition',
-            constraint=models.UniqueConstraint(condition=models.Q(('project__isnull', False)), fields=('project', 'name', 'version'), name='workflow_unique_project_version'),
+            model_name="workflowdefinition",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("project__isnull", False)),
+                fields=("project", "name", "version"),
+                name="workflow_unique_project_version",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='workflowdefinition',
-            constraint=models.UniqueConstraint(condition=models.Q(('project__isnull', True)), fields=('name', 'version'), name='workflow_unique_builtin_version'),
+            model_name="workflowdefinition",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("project__isnull", True)),
+                fields=("name", "version"),
+                name="workflow_unique_builtin_version",
+            ),
         ),
         migrations.AddIndex(
-            model_name='task',
-            index=models.Index(fields=['project', '-created_at', '-id'], name='task_project_created'),
+            model_name="task",
+            index=models.Index(
+                fields=["project", "-created_at", "-id"], name="task_project_created"
+            ),
         ),
         migrations.AddIndex(
-            model_name='task',
-            index=models.Index(fields=['project', 'state', '-created_at', '-id'], name='task_project_state'),
+            model_name="task",
+            index=models.Index(
+                fields=["project", "state", "-created_at", "-id"], name="task_project_state"
+            ),
         ),
         migrations.AddIndex(
-            model_name='task',
-            index=models.Index(fields=['project', 'workflow', '-created_at', '-id'], name='task_project_workflow'),
+            model_name="task",
+            index=models.Index(
+                fields=["project", "workflow", "-created_at", "-id"], name="task_project_workflow"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='task',
-            constraint=models.UniqueConstraint(condition=models.Q(('external_id__isnull', False)), fields=('project', 'external_id'), name='task_unique_external_id'),
+            model_name="task",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("external_id__isnull", False)),
+                fields=("project", "external_id"),
+                name="task_unique_external_id",
+            ),
         ),
     ]

@@ -76,7 +76,11 @@ def link_sessions_locked(task: Task, sessions: Sequence[Session], *, actor: Acto
             task, kind=HistoryKind.LINK, actor=actor, data={"session_id": str(session.pk)}
         )
     record_audit(
-        task.project_id, actor=actor, action="task.link", target_type="task", target_id=task.pk,
+        task.project_id,
+        actor=actor,
+        action="task.link",
+        target_type="task",
+        target_id=task.pk,
         detail={"session_ids": [str(s.pk) for s in new]},
     )
     publish(
@@ -98,9 +102,7 @@ def link_sessions(task: Task, session_ids: Iterable[Any], *, actor: Actor) -> li
         return link_sessions_locked(locked, sessions, actor=actor)
 
 
-def link_tasks_to_session(
-    session: Session, task_ids: Iterable[Any], *, actor: Actor
-) -> list[Task]:
+def link_tasks_to_session(session: Session, task_ids: Iterable[Any], *, actor: Actor) -> list[Task]:
     """Link `session` to each of the tasks (POST /sessions with task_ids). Locks the tasks in
     id order. Raises NotFound naming ids that are not tasks of the session's project."""
     tasks = resolve_tasks(session.project_id, task_ids)
@@ -122,12 +124,17 @@ def unlink_session(task: Task, session_id: Any, *, actor: Actor) -> bool:
             locked, kind=HistoryKind.UNLINK, actor=actor, data={"session_id": str(session.pk)}
         )
         record_audit(
-            locked.project_id, actor=actor, action="task.unlink", target_type="task",
-            target_id=locked.pk, detail={"session_ids": [str(session.pk)]},
+            locked.project_id,
+            actor=actor,
+            action="task.unlink",
+            target_type="task",
+            target_id=locked.pk,
+            detail={"session_ids": [str(session.pk)]},
         )
         publish(
             TaskLinksChanged(
-                project_id=locked.project_id, task_id=str(locked.pk),
+                project_id=locked.project_id,
+                task_id=str(locked.pk),
                 unlinked=[str(session.pk)],
             )
         )

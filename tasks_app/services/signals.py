@@ -41,14 +41,28 @@ def _resolve_locked(
     reason = f"signal {signal.name}"
     if signal.error is not None:
         apply_step_change_locked(
-            task, step, status=StepStatus.FAILED, attempt=step.attempts, new_attempt=False,
-            actor=actor, now=now, error=signal.error, signal_payload=signal.payload,
+            task,
+            step,
+            status=StepStatus.FAILED,
+            attempt=step.attempts,
+            new_attempt=False,
+            actor=actor,
+            now=now,
+            error=signal.error,
+            signal_payload=signal.payload,
             reason=reason,
         )
     else:
         apply_step_change_locked(
-            task, step, status=StepStatus.SUCCEEDED, attempt=step.attempts, new_attempt=False,
-            actor=actor, now=now, outputs=signal.payload, signal_payload=signal.payload,
+            task,
+            step,
+            status=StepStatus.SUCCEEDED,
+            attempt=step.attempts,
+            new_attempt=False,
+            actor=actor,
+            now=now,
+            outputs=signal.payload,
+            signal_payload=signal.payload,
             reason=reason,
         )
 
@@ -82,21 +96,31 @@ def deliver_signal(
             ).first()
             if original is not None:
                 resolved = list(Step.objects.filter(task=locked, key__in=original.consumed_by))
-                return SignalResult(signal=original, task=locked, resolved=resolved,
-                                    replayed=True)
+                return SignalResult(signal=original, task=locked, resolved=resolved, replayed=True)
         now = timezone.now()
         signal = TaskSignal.objects.create(
-            task=locked, name=name, payload=payload or {}, error=error, actor=actor.label,
-            idempotency_key=idempotency_key, received_at=now,
+            task=locked,
+            name=name,
+            payload=payload or {},
+            error=error,
+            actor=actor.label,
+            idempotency_key=idempotency_key,
+            received_at=now,
         )
-        waiting = list(
-            Step.objects.filter(task=locked, status=StepStatus.WAITING, waiting_on=name)
-        )
+        waiting = list(Step.objects.filter(task=locked, status=StepStatus.WAITING, waiting_on=name))
         bump_version(locked, now=now)
         append_history(
-            locked, kind=HistoryKind.SIGNAL, actor=actor, reason=f"signal {name}", error=error,
-            data={"signal": name, "payload": signal.payload, "idempotency_key": idempotency_key,
-                  "resolved": [s.key for s in waiting]},
+            locked,
+            kind=HistoryKind.SIGNAL,
+            actor=actor,
+            reason=f"signal {name}",
+            error=error,
+            data={
+                "signal": name,
+                "payload": signal.payload,
+                "idempotency_key": idempotency_key,
+                "resolved": [s.key for s in waiting],
+            },
             now=now,
         )
         for step in waiting:
@@ -107,8 +131,11 @@ def deliver_signal(
             signal.save(update_fields=["consumed_at", "consumed_by"])
         publish(
             SignalReceived(
-                project_id=locked.project_id, task_id=str(locked.pk), signal=name,
-                resolved=[s.key for s in waiting], version=locked.version,
+                project_id=locked.project_id,
+                task_id=str(locked.pk),
+                signal=name,
+                resolved=[s.key for s in waiting],
+                version=locked.version,
             )
         )
     return SignalResult(signal=signal, task=locked, resolved=waiting)
@@ -172,14 +199,21 @@ def expire_deadlines_batch(*, limit: int = 100) -> ExpiryBatch:
             for step in steps:
                 deadline = step.wait_deadline
                 apply_step_change_locked(
-                    task, step, status=StepStatus.FAILED, attempt=step.attempts,
-                    new_attempt=False, actor=DEADLINE_ACTOR, now=now,
+                    task,
+                    step,
+                    status=StepStatus.FAILED,
+                    attempt=step.attempts,
+                    new_attempt=False,
+                    actor=DEADLINE_ACTOR,
+                    now=now,
                     error={
                         "type": "timeout",
                         "message": f"No {step.waiting_on!r} signal arrived before "
-                                   f"{deadline.isoformat() if deadline else 'the deadline'}.",
-                        "detail": {"signal": step.waiting_on,
-                                   "deadline": deadline.isoformat() if deadline else None},
+                        f"{deadline.isoformat() if deadline else 'the deadline'}.",
+                        "detail": {
+                            "signal": step.waiting_on,
+                            "deadline": deadline.isoformat() if deadline else None,
+                        },
                     },
                     reason=f"deadline passed waiting on {step.waiting_on}",
                 )

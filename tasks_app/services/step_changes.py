@@ -23,8 +23,13 @@ from ..models import ACTIVE_STEP_STATUSES, HistoryKind, Step, StepStatus, Task
 from .history import append_history
 
 UPDATABLE_STATUSES = frozenset(
-    {StepStatus.RUNNING, StepStatus.WAITING, StepStatus.SUCCEEDED, StepStatus.FAILED,
-     StepStatus.SKIPPED}
+    {
+        StepStatus.RUNNING,
+        StepStatus.WAITING,
+        StepStatus.SUCCEEDED,
+        StepStatus.FAILED,
+        StepStatus.SKIPPED,
+    }
 )
 
 
@@ -81,8 +86,14 @@ def _check_attempt(task: Task, step: Step, status: str, n: int) -> bool:
                 detail={"step": step.key, "status": step.status},
             )
         return False
-    detail = {"step": step.key, "attempt": n, "attempts": step.attempts,
-              "max_attempts": step.max_attempts, "status": step.status, "round": step.round}
+    detail = {
+        "step": step.key,
+        "attempt": n,
+        "attempts": step.attempts,
+        "max_attempts": step.max_attempts,
+        "status": step.status,
+        "round": step.round,
+    }
     if step.is_finished:
         raise StepNotActive(
             f"Step {step.key} has {step.status}; it takes no more updates this round.",
@@ -221,8 +232,12 @@ def apply_step_change_locked(
     )
     publish(
         StepChanged(
-            project_id=task.project_id, task_id=str(task.pk), step=step.key, status=step.status,
-            attempt=step.attempts, version=task.version,
+            project_id=task.project_id,
+            task_id=str(task.pk),
+            step=step.key,
+            status=step.status,
+            attempt=step.attempts,
+            version=task.version,
         )
     )
     return step

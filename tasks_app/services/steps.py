@@ -96,9 +96,20 @@ def update_step(
         now = timezone.now()
         bump_version(locked, now=now)
         apply_step_change_locked(
-            locked, step, status=status, attempt=n, new_attempt=new_attempt, actor=actor,
-            now=now, error=error, inputs=inputs, outputs=outputs, branch=branch,
-            waiting_on=waiting_on or "", wait_deadline=wait_deadline, agent=agent,
+            locked,
+            step,
+            status=status,
+            attempt=n,
+            new_attempt=new_attempt,
+            actor=actor,
+            now=now,
+            error=error,
+            inputs=inputs,
+            outputs=outputs,
+            branch=branch,
+            waiting_on=waiting_on or "",
+            wait_deadline=wait_deadline,
+            agent=agent,
             reason=reason,
         )
         if status == StepStatus.WAITING:

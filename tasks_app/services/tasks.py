@@ -82,27 +82,43 @@ def create_task(
             )
             Step.objects.bulk_create(
                 [
-                    Step(task=task, key=s.key, title=s.title, position=i,
-                         max_attempts=s.max_attempts, status=StepStatus.PENDING)
+                    Step(
+                        task=task,
+                        key=s.key,
+                        title=s.title,
+                        position=i,
+                        max_attempts=s.max_attempts,
+                        status=StepStatus.PENDING,
+                    )
                     for i, s in enumerate(spec.steps)
                 ]
             )
             append_history(
-                task, kind=HistoryKind.CREATED, actor=actor, to_state=spec.initial,
-                data={"workflow": spec.name, "workflow_version": spec.version,
-                      "params": task.params},
+                task,
+                kind=HistoryKind.CREATED,
+                actor=actor,
+                to_state=spec.initial,
+                data={
+                    "workflow": spec.name,
+                    "workflow_version": spec.version,
+                    "params": task.params,
+                },
                 now=timezone.now(),
             )
             link_sessions_locked(task, sessions, actor=actor)
             record_audit(
-                project, actor=actor, action="task.create", target_type="task",
+                project,
+                actor=actor,
+                action="task.create",
+                target_type="task",
                 target_id=task.pk,
-                detail={"workflow": spec.name, "version": spec.version,
-                        "external_id": external_id},
+                detail={"workflow": spec.name, "version": spec.version, "external_id": external_id},
             )
             publish(
                 TaskCreated(
-                    project_id=task.project_id, task_id=str(task.pk), state=task.state,
+                    project_id=task.project_id,
+                    task_id=str(task.pk),
+                    state=task.state,
                     version=task.version,
                 )
             )

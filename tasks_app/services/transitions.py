@@ -72,22 +72,38 @@ def transition_task(
         finished_at = now if spec.is_terminal(chosen.target) else None
         bump_version(locked, now=now, state=chosen.target, finished_at=finished_at)
         append_history(
-            locked, kind=HistoryKind.TRANSITION, actor=actor, from_state=current,
-            to_state=chosen.target, reason=reason, data={"transition": chosen.name}, now=now,
+            locked,
+            kind=HistoryKind.TRANSITION,
+            actor=actor,
+            from_state=current,
+            to_state=chosen.target,
+            reason=reason,
+            data={"transition": chosen.name},
+            now=now,
         )
         _reopen_steps(locked, chosen, actor=actor)
         if finished_at is not None:
             _skip_unfinished_steps(locked, actor=actor)
         record_audit(
-            locked.project_id, actor=actor, action="task.transition", target_type="task",
+            locked.project_id,
+            actor=actor,
+            action="task.transition",
+            target_type="task",
             target_id=locked.pk,
-            detail={"from": current, "to": chosen.target, "transition": chosen.name,
-                    "reason": reason},
+            detail={
+                "from": current,
+                "to": chosen.target,
+                "transition": chosen.name,
+                "reason": reason,
+            },
         )
         publish(
             TaskTransitioned(
-                project_id=locked.project_id, task_id=str(locked.pk), from_state=current,
-                to_state=chosen.target, version=locked.version,
+                project_id=locked.project_id,
+                task_id=str(locked.pk),
+                from_state=current,
+                to_state=chosen.target,
+                version=locked.version,
             )
         )
     for name in ("state", "version", "updated_at", "finished_at"):
@@ -118,9 +134,15 @@ def _reopen_steps(task: Task, transition: TransitionSpec, *, actor: Actor) -> No
         step.finished_at = None
         step.save()
         append_history(
-            task, kind=HistoryKind.STEP, actor=actor, from_state=old_status,
-            to_state=StepStatus.PENDING, step_key=step.key, round=step.round,
-            reason=f"reopened by {transition.name or transition.target}", now=now,
+            task,
+            kind=HistoryKind.STEP,
+            actor=actor,
+            from_state=old_status,
+            to_state=StepStatus.PENDING,
+            step_key=step.key,
+            round=step.round,
+            reason=f"reopened by {transition.name or transition.target}",
+            now=now,
         )
 
 
@@ -138,7 +160,14 @@ def _skip_unfinished_steps(task: Task, *, actor: Actor) -> None:
         step.wait_deadline = None
         step.save()
         append_history(
-            task, kind=HistoryKind.STEP, actor=actor, from_state=old_status,
-            to_state=StepStatus.SKIPPED, step_key=step.key, round=step.round,
-            attempt=step.attempts or None, reason=f"task reached {task.state}", now=now,
+            task,
+            kind=HistoryKind.STEP,
+            actor=actor,
+            from_state=old_status,
+            to_state=StepStatus.SKIPPED,
+            step_key=step.key,
+            round=step.round,
+            attempt=step.attempts or None,
+            reason=f"task reached {task.state}",
+            now=now,
         )

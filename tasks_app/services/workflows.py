@@ -24,19 +24,24 @@ def _same_or_conflict(existing: WorkflowDefinition, spec: WorkflowSpec) -> Workf
         raise WorkflowVersionExists(
             f"{spec.name} version {spec.version} is already registered with a different "
             "definition; register it as a new version.",
-            detail={"name": spec.name, "version": spec.version,
-                    "latest_version": _latest_version(existing.project_id, spec.name)},
+            detail={
+                "name": spec.name,
+                "version": spec.version,
+                "latest_version": _latest_version(existing.project_id, spec.name),
+            },
         )
     return existing
 
 
 def _latest_version(project_id: int | None, name: str) -> int:
-    visible = Q(project__isnull=True) if project_id is None else (
-        Q(project_id=project_id) | Q(project__isnull=True)
+    visible = (
+        Q(project__isnull=True)
+        if project_id is None
+        else (Q(project_id=project_id) | Q(project__isnull=True))
     )
-    return WorkflowDefinition.objects.filter(visible, name=name).aggregate(v=Max("version"))[
-        "v"
-    ] or 0
+    return (
+        WorkflowDefinition.objects.filter(visible, name=name).aggregate(v=Max("version"))["v"] or 0
+    )
 
 
 def register_workflow(
@@ -54,8 +59,10 @@ def register_workflow(
     if project is not None:
         # A project shares the version namespace of the built-ins: make sure they are there.
         ensure_builtin_workflows()
-    visible = Q(project__isnull=True) if project is None else (
-        Q(project=project) | Q(project__isnull=True)
+    visible = (
+        Q(project__isnull=True)
+        if project is None
+        else (Q(project=project) | Q(project__isnull=True))
     )
     existing = WorkflowDefinition.objects.filter(
         visible, name=spec.name, version=spec.version
@@ -76,8 +83,11 @@ def register_workflow(
             )
             if project is not None:
                 record_audit(
-                    project, actor=actor, action="workflow.register",
-                    target_type="workflow", target_id=definition.pk,
+                    project,
+                    actor=actor,
+                    action="workflow.register",
+                    target_type="workflow",
+                    target_id=definition.pk,
                     detail={"name": spec.name, "version": spec.version, "source": source},
                 )
     except IntegrityError:
@@ -111,7 +121,9 @@ def ensure_builtin_workflows() -> None:
     for spec in BUILTIN_WORKFLOWS.values():
         if (spec.name, spec.version) not in present:
             register_workflow(
-                spec, project=None, actor=Actor.system("code"),
+                spec,
+                project=None,
+                actor=Actor.system("code"),
                 source=WorkflowDefinition.Source.CODE,
             )
 
@@ -119,9 +131,9 @@ def ensure_builtin_workflows() -> None:
 def visible_workflows(project: Project | int) -> QuerySet[WorkflowDefinition]:
     """The project's own definitions plus the built-ins, by name then version."""
     ensure_builtin_workflows()
-    return WorkflowDefinition.objects.filter(
-        Q(project=project) | Q(project__isnull=True)
-    ).order_by("name", "version", "project_id")
+    return WorkflowDefinition.objects.filter(Q(project=project) | Q(project__isnull=True)).order_by(
+        "name", "version", "project_id"
+    )
 
 
 def resolve_workflow(

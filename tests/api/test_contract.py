@@ -150,8 +150,14 @@ def _build_world() -> None:
     append_events(
         worked,
         [
-            EventDraft(kind="message", role="user", content={"text": "hello"}, tokens=3,
-                       cost=Decimal("0.000120"), idempotency_key="m-1"),
+            EventDraft(
+                kind="message",
+                role="user",
+                content={"text": "hello"},
+                tokens=3,
+                cost=Decimal("0.000120"),
+                idempotency_key="m-1",
+            ),
             EventDraft(kind="state", content={"step": 1, "nested": {"a": [1, 2]}}),
             EventDraft(kind="fact", content={"key": "colour", "value": "blue"}),
             EventDraft(kind="decision", content={"decision": "go", "rationale": "tests"}),
@@ -161,8 +167,9 @@ def _build_world() -> None:
     )
     fork = fork_session(worked, at_seq=3, actor=TESTER, title="fork")
     append_events(fork, [EventDraft(kind="note", content={"n": 1})], actor=TESTER)
-    paused = make_session(project, agent="other-agent", budget_max_tokens=1000,
-                          budget_max_cost=Decimal("2.5"))
+    paused = make_session(
+        project, agent="other-agent", budget_max_tokens=1000, budget_max_cost=Decimal("2.5")
+    )
     pause_session(paused, actor=TESTER, reason="tests")
     closed = make_session(project)
     close_session(closed, actor=TESTER, reason="tests")
@@ -171,8 +178,13 @@ def _build_world() -> None:
     update_step(task, "draft", status="running", actor=TESTER)
     failed = make_task(project, external_id="task-ext-1")
     update_step(failed, "draft", status="running", actor=TESTER)
-    update_step(failed, "draft", status="failed", actor=TESTER,
-                error={"type": "boom", "message": "it broke", "detail": {}})
+    update_step(
+        failed,
+        "draft",
+        status="failed",
+        actor=TESTER,
+        error={"type": "boom", "message": "it broke", "detail": {}},
+    )
 
     KNOWN.update(
         api_key=[raw_key],

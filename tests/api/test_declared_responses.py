@@ -43,8 +43,9 @@ def test_it_lists_every_route_of_the_api_in_the_schema():
     assert len(OPERATIONS) == len(routed) >= 20
 
 
-@pytest.mark.parametrize(("method", "path", "operation"), OPERATIONS,
-                         ids=[f"{m} {p}" for m, p, _ in OPERATIONS])
+@pytest.mark.parametrize(
+    ("method", "path", "operation"), OPERATIONS, ids=[f"{m} {p}" for m, p, _ in OPERATIONS]
+)
 def test_it_declares_a_body_schema_for_each_success_status(method, path, operation):
     responses = operation["responses"]
     success = {int(status): body for status, body in responses.items() if int(status) < 400}
@@ -61,8 +62,9 @@ def test_it_declares_a_body_schema_for_each_success_status(method, path, operati
             )
 
 
-@pytest.mark.parametrize(("method", "path", "operation"), OPERATIONS,
-                         ids=[f"{m} {p}" for m, p, _ in OPERATIONS])
+@pytest.mark.parametrize(
+    ("method", "path", "operation"), OPERATIONS, ids=[f"{m} {p}" for m, p, _ in OPERATIONS]
+)
 def test_it_declares_the_error_shape_for_each_error_status(method, path, operation):
     responses = operation["responses"]
     errors = {int(status): body for status, body in responses.items() if int(status) >= 400}

@@ -12,7 +12,7 @@ from tests.factories import make_session, make_task
 def _assert_invalid(response, where: list):
     assert response.status_code == 422, response.content
     detail = response.json()["error"]["detail"]
-    assert any(problem["loc"][-len(where):] == where for problem in detail), detail
+    assert any(problem["loc"][-len(where) :] == where for problem in detail), detail
 
 
 @pytest.mark.parametrize(
@@ -38,13 +38,19 @@ def test_it_refuses_what_the_schema_refuses(api, project, budget, where):
 
 def test_it_takes_json_integers_written_with_a_point_and_rounds_float_costs(api, project):
     session = make_session(project)
-    response = api.post(f"/sessions/{session.pk}/events", {"events": [
-        {"kind": "note", "tokens": 5.0, "cost": 0.1 + 0.2},
-        {"kind": "note", "cost": "12.500000"},
-    ]})
+    response = api.post(
+        f"/sessions/{session.pk}/events",
+        {
+            "events": [
+                {"kind": "note", "tokens": 5.0, "cost": 0.1 + 0.2},
+                {"kind": "note", "cost": "12.500000"},
+            ]
+        },
+    )
     assert response.status_code == 201, response.content
     assert list(Event.objects.filter(session=session).values_list("tokens", "cost")) == [
-        (5, Decimal("0.3")), (0, Decimal("12.5")),
+        (5, Decimal("0.3")),
+        (0, Decimal("12.5")),
     ]
 
 

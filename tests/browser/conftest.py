@@ -10,8 +10,14 @@ from tests.servers import asgi_server
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
 ]
 ARTIFACTS = Path(__file__).resolve().parent.parent.parent / "test-artifacts"
 
@@ -24,8 +30,11 @@ def pytest_collection_modifyitems(config, items):
             browser_items.append(item)
             item.add_marker(pytest.mark.browser)
             if not Path(CHROMIUM).exists():
-                item.add_marker(pytest.mark.skip(
-                    reason=f"{CHROMIUM} missing: install Debian's chromium (.ci/run does)"))
+                item.add_marker(
+                    pytest.mark.skip(
+                        reason=f"{CHROMIUM} missing: install Debian's chromium (.ci/run does)"
+                    )
+                )
     # Browser tests run last. Once sync Playwright has started (a session fixture), its event
     # loop stays registered as running in the main thread for the rest of the session, and
     # every later async_to_sync() there fails ("cannot use AsyncToSync in the same thread as

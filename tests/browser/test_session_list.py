@@ -83,7 +83,8 @@ def test_it_filters_by_status_and_searches_the_text_keeping_both_in_the_url(
     page.goto(f"{list_url}?q=nothing-matches-this")
     expect(rows).to_have_count(0)
     expect(page.locator("#session-rows .empty")).to_contain_text(
-        "No session matches these filters.")
+        "No session matches these filters."
+    )
     page.get_by_role("link", name="Clear the filters").click()
     expect(page).to_have_url(list_url)
     expect(rows).to_have_count(3)

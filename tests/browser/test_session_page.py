@@ -18,8 +18,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def linked(team: Team, session: Session):
-    task = make_task(team.project, params={"document": "Refund policy"},
-                     session_ids=[str(session.pk)])
+    task = make_task(
+        team.project, params={"document": "Refund policy"}, session_ids=[str(session.pk)]
+    )
     transition_task(task, "sent_for_review", actor=Actor.system("agent"))
     return task
 
@@ -41,7 +42,8 @@ def test_it_shows_the_log_beside_the_task_facts_and_state(
     events = left.locator("#event-log article.event")
     expect(events).to_have_count(6)
     assert events.evaluate_all("rows => rows.map(r => r.id)") == [
-        f"event-{seq}" for seq in (6, 5, 4, 3, 2, 1)]
+        f"event-{seq}" for seq in (6, 5, 4, 3, 2, 1)
+    ]
     expect(left.locator("#event-1 .event-text")).to_have_text("Where is my refund?")
     expect(left.locator("#event-3")).to_contain_text("durable")
     # Right: the linked task's diagram (current state marked), the facts, the state at head.
@@ -99,8 +101,9 @@ def test_a_viewer_sees_no_operator_actions(team: Team, session, live_url, page):
     expect(actions.get_by_role("link", name="Export JSON Lines")).to_be_visible()
     for name in ACTION_BUTTONS:
         expect(page.get_by_role("button", name=name)).to_have_count(0)
-    expect(page.locator("form#pause-form, form#resume-form, form#close-form, form.fork-form")
-           ).to_have_count(0)
+    expect(
+        page.locator("form#pause-form, form#resume-form, form#close-form, form.fork-form")
+    ).to_have_count(0)
     expect(page.locator(".role-badge")).to_have_text("viewer")
 
 

@@ -24,7 +24,8 @@ def test_it_signs_in_and_lands_on_the_projects_overview(team: Team, live_url, pa
     page.fill("#id_password", "not-the-password")
     page.click("button[type=submit]")
     expect(page.get_by_role("alert")).to_have_text(
-        "That username and password did not match. Try again.")
+        "That username and password did not match. Try again."
+    )
 
     sign_in(page, live_url, team.viewer.username)
     expect(page).to_have_url(f"{live_url}/p/{team.project.pk}/")

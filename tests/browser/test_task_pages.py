@@ -20,8 +20,9 @@ def test_the_list_and_the_task_page_show_the_diagram_with_the_current_state(
     team: Team, live_url, page, screenshot
 ):
     session = make_session(team.project, title="Chat about the policy")
-    task = make_task(team.project, params={"document": "Refund policy"},
-                     session_ids=[str(session.pk)])
+    task = make_task(
+        team.project, params={"document": "Refund policy"}, session_ids=[str(session.pk)]
+    )
     update_step(task, "draft", status="running", actor=AGENT, agent_name="writer")
     update_step(task, "draft", status="succeeded", actor=AGENT, outputs={"words": 812})
     transition_task(task, "sent_for_review", actor=AGENT, reason="draft ready")
@@ -46,11 +47,13 @@ def test_the_list_and_the_task_page_show_the_diagram_with_the_current_state(
     expect(diagram.locator("g.node.current")).to_have_count(1)
     expect(diagram.locator("g.node.current")).to_have_attribute("data-state", "sent_for_review")
     next_states = diagram.locator("g.node.next").evaluate_all(
-        "nodes => nodes.map(n => n.dataset.state).sort()")
+        "nodes => nodes.map(n => n.dataset.state).sort()"
+    )
     assert next_states == ["approved", "changes_requested", "rejected"]
     expect(diagram.locator("desc")).to_have_text(
         "Current state: sent_for_review. It can move to: changes_requested (request_changes), "
-        "approved (approve), rejected (reject).")
+        "approved (approve), rejected (reject)."
+    )
     expect(panel.locator(".step-succeeded")).to_contain_text("Write the draft")
     expect(page.locator("#task-sessions")).to_contain_text("Chat about the policy")
     expect(page.locator("#task-history")).to_contain_text("draft ready")
@@ -73,8 +76,9 @@ def test_a_transition_made_meanwhile_moves_the_mark_without_a_reload(team: Team,
     expect(page.locator(".live-dot.on")).to_be_attached()
     page.evaluate("window.__sameDocument = true")
     transition_task(task, "approved", actor=AGENT, reason="looks good")
-    expect(diagram.locator("g.node.current")).to_have_attribute("data-state", "approved",
-                                                                  timeout=5_000)
+    expect(diagram.locator("g.node.current")).to_have_attribute(
+        "data-state", "approved", timeout=5_000
+    )
     expect(page.locator("#task-header .task-state")).to_have_text("approved")
     expect(page.locator("#task-history")).to_contain_text("looks good")
     assert page.evaluate("window.__sameDocument") is True

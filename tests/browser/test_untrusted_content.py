@@ -23,8 +23,13 @@ def assert_nothing_ran(page) -> None:
 
 def test_script_and_handler_payloads_are_shown_as_text(team: Team, live_url, page):
     session = make_session(team.project, title=IMG, metadata={"note": SCRIPT})
-    append(session, message(SCRIPT), message(IMG, role="assistant"), fact(IMG, SCRIPT),
-           EventDraft(kind="note", content={"html": SCRIPT}))
+    append(
+        session,
+        message(SCRIPT),
+        message(IMG, role="assistant"),
+        fact(IMG, SCRIPT),
+        EventDraft(kind="note", content={"html": SCRIPT}),
+    )
     _, raw_key = make_api_key(team.project)
 
     sign_in(page, live_url, team.viewer.username)
@@ -42,9 +47,15 @@ def test_script_and_handler_payloads_are_shown_as_text(team: Team, live_url, pag
     expect(page.locator(".live-dot.on")).to_be_attached()
     response = httpx.post(
         f"{live_url}/api/v1/sessions/{session.pk}/events",
-        json={"events": [{"kind": "message", "role": "user", "content": {"text": IMG}},
-                         {"kind": "message", "role": "user", "content": {"text": SCRIPT}}]},
-        headers={"Authorization": f"Bearer {raw_key}"}, timeout=10)
+        json={
+            "events": [
+                {"kind": "message", "role": "user", "content": {"text": IMG}},
+                {"kind": "message", "role": "user", "content": {"text": SCRIPT}},
+            ]
+        },
+        headers={"Authorization": f"Bearer {raw_key}"},
+        timeout=10,
+    )
     assert response.status_code == 201, response.text
     expect(page.locator("#event-5 .event-text")).to_have_text(IMG, timeout=5_000)
     expect(page.locator("#event-6 .event-text")).to_have_text(SCRIPT, timeout=5_000)

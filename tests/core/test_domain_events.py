@@ -43,16 +43,18 @@ def rows(**filters) -> list[OutboxMessage]:
 def visible_elsewhere(message_id: int) -> bool:
     """Whether another connection (another transaction) sees the outbox row."""
     s = connection.settings_dict
-    with psycopg.connect(host=s["HOST"], port=s["PORT"] or 5432, user=s["USER"],
-                         dbname=s["NAME"], autocommit=True) as other:
+    with psycopg.connect(
+        host=s["HOST"], port=s["PORT"] or 5432, user=s["USER"], dbname=s["NAME"], autocommit=True
+    ) as other:
         table = OutboxMessage._meta.db_table
         found = other.execute(f"SELECT 1 FROM {table} WHERE id = %s", (message_id,)).fetchone()
     return found is not None
 
 
 def messages(n: int = 1) -> list[EventDraft]:
-    return [EventDraft(kind="message", role="user", content={"text": f"line {i}"})
-            for i in range(n)]
+    return [
+        EventDraft(kind="message", role="user", content={"text": f"line {i}"}) for i in range(n)
+    ]
 
 
 # --- Outboxed: one row in the change's transaction ------------------------------------------
@@ -83,13 +85,23 @@ def test_a_lifecycle_change_writes_one_row_in_its_transaction_and_is_relayed_aft
     assert row.project_id == project.pk
     assert row.groups == [f"session-{session.pk}", f"project-{project.pk}-sessions"]
     assert row.payload == {
-        "type": "session.lifecycle", "project_id": project.pk, "session_id": str(session.pk),
-        "from": "open", "to": "paused", "reason": "coffee", "actor": "agent",
+        "type": "session.lifecycle",
+        "project_id": project.pk,
+        "session_id": str(session.pk),
+        "from": "open",
+        "to": "paused",
+        "reason": "coffee",
+        "actor": "agent",
     }
     # Both groups the row names heard it, once, after the live notice of the lifecycle event
     # the transition appended to the log.
-    appended = {"type": "session.events", "project_id": project.pk,
-                "session_id": str(session.pk), "from_seq": 1, "to_seq": 1}
+    appended = {
+        "type": "session.events",
+        "project_id": project.pk,
+        "session_id": str(session.pk),
+        "from_seq": 1,
+        "to_seq": 1,
+    }
     assert on_page.receive_all(QUIET) == [appended, row.payload]
     assert on_list.receive_all(QUIET) == [appended, row.payload]
 
@@ -109,7 +121,10 @@ def test_task_changes_are_one_row_each_relayed_to_the_task_and_the_tasks_list(pr
     assert all(m.groups == [f"task-{task.pk}", f"project-{project.pk}-tasks"] for m in new)
     transition, step = (m.payload for m in new)
     assert (transition["from"], transition["to"], transition["task_id"]) == (
-        "draft_created", "sent_for_review", str(task.pk))
+        "draft_created",
+        "sent_for_review",
+        str(task.pk),
+    )
     assert (step["step"], step["status"], step["attempt"]) == ("review", "running", 1)
     assert on_page.receive_all(QUIET) == [transition, step]
     assert on_list.receive_all(QUIET) == [transition, step]
@@ -118,8 +133,12 @@ def test_task_changes_are_one_row_each_relayed_to_the_task_and_the_tasks_list(pr
 def test_a_change_rolled_back_after_the_fact_leaves_no_row_and_sends_nothing(project, listen):
     session = make_session(project)
     task = make_task(project)
-    heard = listen(session_group(session.pk), project_list_group(project.pk, "sessions"),
-                   task_group(task.pk), project_list_group(project.pk, "tasks"))
+    heard = listen(
+        session_group(session.pk),
+        project_list_group(project.pk, "sessions"),
+        task_group(task.pk),
+        project_list_group(project.pk, "tasks"),
+    )
     before = OutboxMessage.objects.count()
 
     with pytest.raises(Boom), transaction.atomic():
@@ -135,9 +154,7 @@ def test_a_change_rolled_back_after_the_fact_leaves_no_row_and_sends_nothing(pro
     assert heard.receive_all(QUIET) == []
 
 
-def test_a_change_rolled_back_to_a_savepoint_sends_nothing_while_the_rest_commits(
-    project, listen
-):
+def test_a_change_rolled_back_to_a_savepoint_sends_nothing_while_the_rest_commits(project, listen):
     session = make_session(project)
     task = make_task(project)
     heard = listen(session_group(session.pk), task_group(task.pk))
@@ -180,7 +197,8 @@ def test_appending_writes_no_outbox_row_but_the_live_notice_goes_out(project, li
     for listener in (on_page, on_list):
         heard = listener.receive_all(QUIET)
         assert [(m["type"], m["from_seq"], m["to_seq"]) for m in heard] == [
-            ("session.events", a, b) for a, b in expected]
+            ("session.events", a, b) for a, b in expected
+        ]
         assert all(m["session_id"] == str(session.pk) for m in heard)
 
 
@@ -204,8 +222,14 @@ def test_publishing_an_outboxed_event_outside_a_transaction_raises(project, list
     assert not connection.in_atomic_block
 
     with pytest.raises(RuntimeError, match="session.lifecycle.*inside the change's transaction"):
-        publish(LifecycleChanged(project_id=project.pk, session_id=str(session.pk),
-                                 from_status="open", to_status="paused"))
+        publish(
+            LifecycleChanged(
+                project_id=project.pk,
+                session_id=str(session.pk),
+                from_status="open",
+                to_status="paused",
+            )
+        )
     with pytest.raises(RuntimeError, match="task.transition"):
         publish(TaskTransitioned(project_id=project.pk, task_id=str(task.pk)))
 
@@ -227,8 +251,11 @@ def test_a_payload_that_is_not_json_safe_fails_at_the_source(project, listen):
         assert OutboxMessage.objects.count() == before  # no row written
     # Outside a transaction too, before anything else is checked.
     with pytest.raises(TypeError):
-        publish(LifecycleChanged(project_id=project.pk, session_id=str(session.pk),
-                                 reason=timezone.now()))
+        publish(
+            LifecycleChanged(
+                project_id=project.pk, session_id=str(session.pk), reason=timezone.now()
+            )
+        )
     assert OutboxMessage.objects.count() == before
     assert heard.receive_all(QUIET) == []  # and nothing was queued for after the commit
 
@@ -243,10 +270,12 @@ def test_a_row_the_layer_refused_stays_unsent_until_the_relay_job_sends_it(
     heard = listen(session_group(session.pk))
     layers = settings.CHANNEL_LAYERS
     # Redis unreachable (nothing listens on port 1): the relay after commit fails, quietly.
-    settings.CHANNEL_LAYERS = {"default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": ["redis://127.0.0.1:1/0"], "prefix": "unreachable"},
-    }}
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": ["redis://127.0.0.1:1/0"], "prefix": "unreachable"},
+        }
+    }
     pause_session(session, actor=AGENT)  # the change commits whatever the layer does
     settings.CHANNEL_LAYERS = layers
 
@@ -343,12 +372,15 @@ def test_the_relay_job_sends_what_is_pending_and_drops_sent_rows_past_the_keep_p
     assert len(sent_long_ago) == 2 and all(m.relayed_at for m in sent_long_ago)
     OutboxMessage.objects.update(created_at=old)
     unsent_long_ago = OutboxMessage.objects.create(
-        project=project, type="session.lifecycle", groups=[session_group(session.pk)],
-        payload={"type": "session.lifecycle", "session_id": str(session.pk)})
+        project=project,
+        type="session.lifecycle",
+        groups=[session_group(session.pk)],
+        payload={"type": "session.lifecycle", "session_id": str(session.pk)},
+    )
     OutboxMessage.objects.filter(pk=unsent_long_ago.pk).update(created_at=old)
     sent_recently = OutboxMessage.objects.create(
-        project=project, type="session.lifecycle", groups=[], payload={},
-        relayed_at=timezone.now())
+        project=project, type="session.lifecycle", groups=[], payload={}, relayed_at=timezone.now()
+    )
 
     # The unsent row is sent; then every sent row created before the keep period is dropped,
     # that one included (the period counts from a row's creation); the recent one stays.
@@ -358,8 +390,9 @@ def test_the_relay_job_sends_what_is_pending_and_drops_sent_rows_past_the_keep_p
     assert drop_relayed() == 0
     # Bounded: one batch per call.
     for _ in range(3):
-        OutboxMessage.objects.create(project=project, type="x", groups=[], payload={},
-                                     relayed_at=timezone.now())
+        OutboxMessage.objects.create(
+            project=project, type="x", groups=[], payload={}, relayed_at=timezone.now()
+        )
     OutboxMessage.objects.update(created_at=old)
     assert drop_relayed(batch=2) == 2
     assert OutboxMessage.objects.count() == 2  # the rest for the next run

@@ -51,7 +51,11 @@ def test_a_row_whose_process_died_after_commit_is_relayed_by_the_celery_job(
     heard = listen(session_group(session.pk))
     child = subprocess.Popen(
         [sys.executable, "-m", "tests.core.outbox_children", "crash", str(session.pk)],
-        cwd=ROOT, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=ROOT,
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         assert read_line(child) == "committed", child.stderr.read()
@@ -64,8 +68,9 @@ def test_a_row_whose_process_died_after_commit_is_relayed_by_the_celery_job(
 
     # The change and its outbox row committed; nothing was sent.
     assert Session.objects.get(pk=session.pk).status == "paused"
-    [row] = OutboxMessage.objects.filter(type="session.lifecycle",
-                                         payload__session_id=str(session.pk))
+    [row] = OutboxMessage.objects.filter(
+        type="session.lifecycle", payload__session_id=str(session.pk)
+    )
     assert row.relayed_at is None
     assert row.payload["to"] == "paused" and row.payload["actor"] == "doomed"
     assert heard.receive(timeout=QUIET) is None
@@ -88,8 +93,12 @@ def test_a_row_whose_process_died_after_commit_is_relayed_by_the_celery_job(
 
 def make_unsent_rows(project, group: str, count: int) -> list[int]:
     rows = OutboxMessage.objects.bulk_create(
-        OutboxMessage(project=project, type="test.outbox", groups=[group],
-                      payload={"type": "test.outbox", "n": n})
+        OutboxMessage(
+            project=project,
+            type="test.outbox",
+            groups=[group],
+            payload={"type": "test.outbox", "n": n},
+        )
         for n in range(count)
     )
     return [row.pk for row in rows]

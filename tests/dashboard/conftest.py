@@ -70,11 +70,20 @@ def state(patch: dict[str, Any]) -> EventDraft:
 @pytest.fixture
 def session(team: Team) -> Session:
     """A session with a few events of several kinds: seq 1..6."""
-    s = make_session(team.project, agent="triage", title="Refund for order 4411",
-                     metadata={"customer": "cust-101"})
-    append(s, message("Where is my refund?"), state({"stage": "triage"}),
-           fact("customer_tier", "gold"), message("Looking into it.", role="assistant"),
-           EventDraft(kind="decision", content={"decision": "escalate", "rationale": "over $500"}),
-           state({"stage": "waiting"}))
+    s = make_session(
+        team.project,
+        agent="triage",
+        title="Refund for order 4411",
+        metadata={"customer": "cust-101"},
+    )
+    append(
+        s,
+        message("Where is my refund?"),
+        state({"stage": "triage"}),
+        fact("customer_tier", "gold"),
+        message("Looking into it.", role="assistant"),
+        EventDraft(kind="decision", content={"decision": "escalate", "rationale": "over $500"}),
+        state({"stage": "waiting"}),
+    )
     s.refresh_from_db()
     return s

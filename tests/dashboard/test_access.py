@@ -5,10 +5,18 @@ viewers, wrong methods, and the project switcher."""
 import pytest
 from django.urls import reverse
 
-SESSION_GETS = ["dashboard:session_detail", "dashboard:session_events",
-                "dashboard:session_inspector", "dashboard:session_export"]
-SESSION_POSTS = ["dashboard:session_pause", "dashboard:session_resume",
-                 "dashboard:session_close", "dashboard:session_fork"]
+SESSION_GETS = [
+    "dashboard:session_detail",
+    "dashboard:session_events",
+    "dashboard:session_inspector",
+    "dashboard:session_export",
+]
+SESSION_POSTS = [
+    "dashboard:session_pause",
+    "dashboard:session_resume",
+    "dashboard:session_close",
+    "dashboard:session_fork",
+]
 
 
 def test_it_answers_404_for_an_unknown_session_like_for_a_hidden_one(team):
@@ -44,6 +52,7 @@ def test_it_refuses_post_on_pages(team, session, name):
 def test_it_remembers_the_project_and_switches_between_member_projects(team, session):
     client = team.client("viewer")
     assert client.get(reverse("dashboard:home"))["Location"] == reverse(
-        "dashboard:overview", args=[team.project.pk])
+        "dashboard:overview", args=[team.project.pk]
+    )
     response = client.get(reverse("dashboard:switch_project"), {"project": team.other_project.pk})
     assert response.status_code == 404  # not a member there

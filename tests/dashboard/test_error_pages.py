@@ -10,9 +10,13 @@ def test_it_shows_a_friendly_404_for_unknown_addresses(team):
 
 
 def test_the_error_templates_render_without_a_request():
-    for name, phrase in [("400.html", "Check your input"), ("403.html", "Not allowed"),
-                         ("404.html", "Not found"), ("500.html", "Something went wrong"),
-                         ("403_csrf.html", "Please reload the page")]:
+    for name, phrase in [
+        ("400.html", "Check your input"),
+        ("403.html", "Not allowed"),
+        ("404.html", "Not found"),
+        ("500.html", "Something went wrong"),
+        ("403_csrf.html", "Please reload the page"),
+    ]:
         page = render_to_string(name)
         assert phrase in page, name
         assert "Switchboard" in page  # they extend the base layout

@@ -31,8 +31,10 @@ def test_it_exports_a_forks_history_through_its_lineage(team, session):
     fork = fork_session(session, at_seq=2, actor=Actor.system("t"))
     response = team.client("viewer").get(reverse("dashboard:session_export", args=[fork.pk]))
     lines = [json.loads(line) for line in read_stream(response).decode().splitlines()]
-    assert [(e["seq"], e["session_id"]) for e in lines] == [(1, str(session.pk)),
-                                                            (2, str(session.pk))]
+    assert [(e["seq"], e["session_id"]) for e in lines] == [
+        (1, str(session.pk)),
+        (2, str(session.pk)),
+    ]
 
 
 def test_it_hides_the_export_from_other_projects(team, session):

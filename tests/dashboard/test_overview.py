@@ -28,12 +28,14 @@ def test_it_counts_sessions_by_status_and_lists_the_longest_waits(team, session)
     counts = {status: n for status, _, n in response.context["status_counts"]}
     assert counts == {"open": 1, "paused": 2, "resumed": 0, "closed": 1, "archived": 0}
     assert response.context["total_sessions"] == 4
-    assert [s.title for s in response.context["waiting"]] == ["Waiting since long",
-                                                              "Waiting since now"]
+    assert [s.title for s in response.context["waiting"]] == [
+        "Waiting since long",
+        "Waiting since now",
+    ]
     assert response.context["oldest_wait"] == response.context["waiting"][0].paused_since
     page = response.content.decode()
     assert "Waiting since long" in page
-    assert 'data-relative' in page  # times are relative, exact on hover
+    assert "data-relative" in page  # times are relative, exact on hover
 
 
 def test_it_lists_recent_lifecycle_changes_of_this_project_only(team, session):

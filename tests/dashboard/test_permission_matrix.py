@@ -66,8 +66,11 @@ class World:
     task: Task
 
     def kwargs(self, name: str) -> dict[str, Any]:
-        values = {"project_id": self.team.project.pk, "session_id": self.session.pk,
-                  "task_id": self.task.pk}
+        values = {
+            "project_id": self.team.project.pk,
+            "session_id": self.session.pk,
+            "task_id": self.task.pk,
+        }
         missing = [k for k in URLS[name] if k not in values]
         assert not missing, f"{name}: teach World.kwargs how to fill {missing}"
         return {k: values[k] for k in URLS[name]}
@@ -76,8 +79,11 @@ class World:
 def snapshot() -> dict[str, Any]:
     """Everything a dashboard request could change."""
     return {
-        "sessions": sorted(Session.objects.values_list(
-            "pk", "status", "head_seq", "title", "parent_id", "fork_seq", "updated_at")),
+        "sessions": sorted(
+            Session.objects.values_list(
+                "pk", "status", "head_seq", "title", "parent_id", "fork_seq", "updated_at"
+            )
+        ),
         "events": Event.objects.count(),
         "snapshots": Snapshot.objects.count(),
         "audit": list(AuditEntry.objects.order_by("pk").values_list("action", "target_id")),
@@ -133,8 +139,7 @@ def exported(response, world: World, before: dict[str, Any]) -> None:
 def moved_to(status: str) -> Callable[..., None]:
     def check(response, world: World, before: dict[str, Any]) -> None:
         assert response.status_code == 302, response.status_code
-        assert response["Location"] == reverse("dashboard:session_detail",
-                                               args=[world.session.pk])
+        assert response["Location"] == reverse("dashboard:session_detail", args=[world.session.pk])
         session = Session.objects.get(pk=world.session.pk)
         assert session.status == status
         assert session.head_seq == world.session.head_seq + 1  # the lifecycle event
@@ -169,21 +174,28 @@ def paused(world: World) -> None:
 
 MATRIX: dict[str, Row] = {
     # Where a signed-in user lands: the (remembered or first) project they are a member of.
-    "dashboard:home": Row("get", "viewer", redirect_to(overview_of("project")),
-                          outsider=redirect_to(overview_of("other_project"))),
-    "dashboard:switch_project": Row("get", "viewer", redirect_to(overview_of("project")),
-                                    data=lambda w: {"project": w.team.project.pk}),
+    "dashboard:home": Row(
+        "get",
+        "viewer",
+        redirect_to(overview_of("project")),
+        outsider=redirect_to(overview_of("other_project")),
+    ),
+    "dashboard:switch_project": Row(
+        "get",
+        "viewer",
+        redirect_to(overview_of("project")),
+        data=lambda w: {"project": w.team.project.pk},
+    ),
     "dashboard:overview": Row("get", "viewer", page),
     "dashboard:session_list": Row("get", "viewer", page),
     "dashboard:session_detail": Row("get", "viewer", page),
     # Fragments the session page fetches with htmx (without htmx they redirect to the page).
-    "dashboard:session_events": Row("get", "viewer", page, data={"before_seq": 4},
-                                    headers=HTMX),
-    "dashboard:session_inspector": Row("get", "viewer", page, data={"at_seq": 2},
-                                       headers=HTMX),
+    "dashboard:session_events": Row("get", "viewer", page, data={"before_seq": 4}, headers=HTMX),
+    "dashboard:session_inspector": Row("get", "viewer", page, data={"at_seq": 2}, headers=HTMX),
     "dashboard:session_export": Row("get", "viewer", exported),
-    "dashboard:session_pause": Row("post", "operator", moved_to("paused"),
-                                   data={"reason": "matrix"}),
+    "dashboard:session_pause": Row(
+        "post", "operator", moved_to("paused"), data={"reason": "matrix"}
+    ),
     "dashboard:session_resume": Row("post", "operator", moved_to("resumed"), prepare=paused),
     "dashboard:session_close": Row("post", "operator", moved_to("closed")),
     "dashboard:session_fork": Row("post", "operator", forked, data={"at_seq": 3}),
@@ -220,8 +232,11 @@ def test_the_matrix(team, session, name, persona):
 
     if persona == "anonymous":
         assert response.status_code == 302, response.status_code
-        full_path = url + (f"?{response.request['QUERY_STRING']}"
-                           if row.method == "get" and response.request["QUERY_STRING"] else "")
+        full_path = url + (
+            f"?{response.request['QUERY_STRING']}"
+            if row.method == "get" and response.request["QUERY_STRING"]
+            else ""
+        )
         assert response["Location"] == f"{reverse(settings.LOGIN_URL)}?next={quote(full_path)}"
         assert snapshot() == before
     elif persona == "outsider" and row.outsider is not None:

@@ -10,8 +10,9 @@ HTMX = {"HX-Request": "true"}
 
 
 def post(team, name, session, who="operator", data=None, headers=None):
-    return team.client(who).post(reverse(name, args=[session.pk]), data or {},
-                                 headers=headers or {})
+    return team.client(who).post(
+        reverse(name, args=[session.pk]), data or {}, headers=headers or {}
+    )
 
 
 def test_it_pauses_resumes_and_closes_through_the_services(team, session):
@@ -21,8 +22,12 @@ def test_it_pauses_resumes_and_closes_through_the_services(team, session):
     session.refresh_from_db()
     assert session.status == "paused"
     lifecycle = Event.objects.get(session=session, kind="lifecycle")
-    assert lifecycle.content == {"from": "open", "to": "paused", "reason": "check refund",
-                                 "actor": f"user:{team.operator.username}"}
+    assert lifecycle.content == {
+        "from": "open",
+        "to": "paused",
+        "reason": "check refund",
+        "actor": f"user:{team.operator.username}",
+    }
     audit = AuditEntry.objects.get(action="session.paused")
     assert audit.user == team.operator
 
@@ -69,8 +74,9 @@ def test_it_refuses_bad_input_with_400_and_changes_nothing(team, session):
 
 
 def test_it_forks_at_a_seq_and_opens_the_fork(team, session):
-    response = post(team, "dashboard:session_fork", session,
-                    data={"at_seq": 3, "title": "Try again"})
+    response = post(
+        team, "dashboard:session_fork", session, data={"at_seq": 3, "title": "Try again"}
+    )
     fork = Session.objects.get(parent=session)
     assert (fork.fork_seq, fork.title, fork.head_seq) == (3, "Try again", 3)
     assert response.status_code == 302
@@ -85,8 +91,12 @@ def test_it_forks_at_a_seq_and_opens_the_fork(team, session):
 def test_it_enforces_csrf_on_every_action(team, session):
     client = Client(enforce_csrf_checks=True)
     client.force_login(team.operator)
-    for name in ["dashboard:session_pause", "dashboard:session_resume",
-                 "dashboard:session_close", "dashboard:session_fork"]:
+    for name in [
+        "dashboard:session_pause",
+        "dashboard:session_resume",
+        "dashboard:session_close",
+        "dashboard:session_fork",
+    ]:
         response = client.post(reverse(name, args=[session.pk]), {"at_seq": 1})
         assert response.status_code == 403, name
         assert b"Please reload the page" in response.content
@@ -96,8 +106,10 @@ def test_it_enforces_csrf_on_every_action(team, session):
     # With the page's token (sent by htmx in a header) the same request goes through.
     page = client.get(reverse("dashboard:session_detail", args=[session.pk]))
     token = page.context["csrf_token"]
-    response = client.post(reverse("dashboard:session_pause", args=[session.pk]),
-                           headers={"X-CSRFToken": str(token), **HTMX})
+    response = client.post(
+        reverse("dashboard:session_pause", args=[session.pk]),
+        headers={"X-CSRFToken": str(token), **HTMX},
+    )
     assert response.status_code == 200
     session.refresh_from_db()
     assert session.status == "paused"

@@ -31,7 +31,8 @@ def test_it_shows_header_timeline_log_facts_and_state(team, session):
     assert "Refund for order 4411" in page and "triage" in page
     assert seqs(response) == [7, 6, 5, 4, 3, 2, 1]  # newest first by default
     assert [(i.from_status, i.to_status, i.reason) for i in response.context["timeline"]] == [
-        ("open", "paused", "ask a human")]
+        ("open", "paused", "ask a human")
+    ]
     assert [f.key for f in response.context["facts"]] == ["customer_tier"]
     assert json.loads(response.context["inspector"]["state"]) == {"stage": "waiting"}
     assert 'ws-connect="/ws/sessions/' in page
@@ -39,8 +40,12 @@ def test_it_shows_header_timeline_log_facts_and_state(team, session):
 
 
 def test_it_marks_durable_events_and_pretty_prints_json_escaped(team, session):
-    append(session, EventDraft(kind="note", content={"text": "<script>alert(1)</script>",
-                                                     "nested": {"a": [1, 2]}}))
+    append(
+        session,
+        EventDraft(
+            kind="note", content={"text": "<script>alert(1)</script>", "nested": {"a": [1, 2]}}
+        ),
+    )
     page = detail(team, session).content.decode()
     assert "<script>alert(1)</script>" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
@@ -108,8 +113,14 @@ def test_it_answers_htmx_with_the_event_log_partial(team, session):
 
 
 def test_it_refuses_bad_log_settings_with_400(team, session):
-    for params in [{"seq": 99}, {"seq": "abc"}, {"kind": "gossip"}, {"order": "sideways"},
-                   {"at_seq": 99}, {"tier": "forever"}]:
+    for params in [
+        {"seq": 99},
+        {"seq": "abc"},
+        {"kind": "gossip"},
+        {"order": "sideways"},
+        {"at_seq": 99},
+        {"tier": "forever"},
+    ]:
         response = detail(team, session, **params)
         assert response.status_code == 400, params
         assert "These log settings cannot be used" in response.content.decode()
@@ -173,8 +184,9 @@ def test_it_shows_the_tasks_linked_to_the_session(team, session):
 
 def test_it_keeps_the_session_page_to_a_few_queries(team, session, django_assert_max_num_queries):
     for i in range(5):
-        append(session, *[message(f"m{i}-{j}") for j in range(60)], state({"i": i}),
-               fact(f"k{i}", i))
+        append(
+            session, *[message(f"m{i}-{j}") for j in range(60)], state({"i": i}), fact(f"k{i}", i)
+        )
     fork_session(session, at_seq=10, actor=Actor.system("t"))
     client = team.client("viewer")
     url = reverse("dashboard:session_detail", args=[session.pk])

@@ -90,10 +90,16 @@ def test_it_refuses_other_methods(team, task):
 # --- Tasks list -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("params", [
-    {"state": "no_such_state"}, {"step_status": "exploded"}, {"workflow": "nope"},
-    {"session": "not-a-uuid"}, {"cursor": "not-a-cursor"},
-])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"state": "no_such_state"},
+        {"step_status": "exploded"},
+        {"workflow": "nope"},
+        {"session": "not-a-uuid"},
+        {"cursor": "not-a-cursor"},
+    ],
+)
 def test_it_answers_400_with_what_to_fix_for_bad_filters(team, task, params):
     response = get_list(team, **params)
     assert response.status_code == 400
@@ -108,18 +114,24 @@ def test_it_answers_400_with_what_to_fix_for_bad_filters(team, task, params):
 
 def test_it_filters_by_workflow_state_step_status_and_session(team, task):
     session = make_session(team.project, title="Linked one")
-    report = make_task(team.project, workflow="research_report",
-                       session_ids=[str(session.pk)])
+    report = make_task(team.project, workflow="research_report", session_ids=[str(session.pk)])
     transition_task(task, "sent_for_review", actor=AGENT)
     update_step(report, "research", status="running", actor=AGENT)
-    update_step(report, "research", status="failed", actor=AGENT,
-                error={"type": "http_error", "message": "503"})
+    update_step(
+        report,
+        "research",
+        status="failed",
+        actor=AGENT,
+        error={"type": "http_error", "message": "503"},
+    )
 
     assert listed(get_list(team)) == [str(report.pk), str(task.pk)]  # newest first
     assert listed(get_list(team, workflow="document_approval")) == [str(task.pk)]
     assert listed(get_list(team, state="sent_for_review")) == [str(task.pk)]
     assert listed(get_list(team, state=["sent_for_review", "researching"])) == [
-        str(report.pk), str(task.pk)]
+        str(report.pk),
+        str(task.pk),
+    ]
     assert listed(get_list(team, step_status="pending")) == [str(report.pk), str(task.pk)]
     assert listed(get_list(team, step_status="succeeded")) == []
     response = get_list(team, session=str(session.pk))
@@ -127,8 +139,9 @@ def test_it_filters_by_workflow_state_step_status_and_session(team, task):
     assert "Tasks linked to the session" in response.content.decode()
     assert "Linked one" in response.content.decode()
     # A retry is due on the report: the row says so.
-    row = re.search(rf'<tr id="task-row-{report.pk}".*?</tr>', get_list(team).content.decode(),
-                    re.S).group(0)
+    row = re.search(
+        rf'<tr id="task-row-{report.pk}".*?</tr>', get_list(team).content.decode(), re.S
+    ).group(0)
     assert "retry due" in row and "http_error" in row
 
 
@@ -176,21 +189,29 @@ def test_it_marks_the_current_state_in_the_diagram(team, task):
     assert len(re.findall(r'<g class="node[ "]', page)) == 6
     assert "Current state: sent_for_review." in page
     # Drawn in the page (inline SVG), nothing fetched from elsewhere.
-    assert "<svg" in page and "<script src=\"http" not in page
+    assert "<svg" in page and '<script src="http' not in page
 
 
 def test_it_shows_a_failed_steps_error_in_the_panel_and_the_history(team, task):
     for attempt in (1, 2, 3):
         update_step(task, "draft", status="running", actor=AGENT)
-        update_step(task, "draft", status="failed", actor=AGENT,
-                    error={"type": "llm_timeout", "message": f"no answer (try {attempt})",
-                           "detail": {"seconds": 30}})
+        update_step(
+            task,
+            "draft",
+            status="failed",
+            actor=AGENT,
+            error={
+                "type": "llm_timeout",
+                "message": f"no answer (try {attempt})",
+                "detail": {"seconds": 30},
+            },
+        )
     page = get_detail(team, task).content.decode()
     assert "Stuck:" in page and "failed after 3 attempts" in page
     assert "llm_timeout" in page and "no answer (try 3)" in page
     assert "attempt 3 of 3" in page
     # The history keeps every attempt's error, newest first.
-    history = page[page.index('id="history-rows"'):]
+    history = page[page.index('id="history-rows"') :]
     assert history.index("no answer (try 3)") < history.index("no answer (try 1)")
     assert "attempts exhausted (3 of 3): step failed" in history
     assert "&quot;seconds&quot;: 30" in page  # error detail, pretty JSON
@@ -198,12 +219,24 @@ def test_it_shows_a_failed_steps_error_in_the_panel_and_the_history(team, task):
 
 def test_it_shows_steps_outputs_branch_and_waits(team, task):
     update_step(task, "draft", status="running", actor=AGENT, agent_name="writer")
-    update_step(task, "draft", status="succeeded", actor=AGENT, branch="short",
-                outputs={"uri": "s3://docs/a.md", "words": 1200})
+    update_step(
+        task,
+        "draft",
+        status="succeeded",
+        actor=AGENT,
+        branch="short",
+        outputs={"uri": "s3://docs/a.md", "words": 1200},
+    )
     transition_task(task, "sent_for_review", actor=AGENT)
     deadline = timezone.now() + timedelta(days=2)
-    update_step(task, "review", status="waiting", actor=AGENT, waiting_on="review_decision",
-                wait_deadline=deadline)
+    update_step(
+        task,
+        "review",
+        status="waiting",
+        actor=AGENT,
+        waiting_on="review_decision",
+        wait_deadline=deadline,
+    )
     page = get_detail(team, task).content.decode()
     assert "Outputs (2 keys)" in page and "s3://docs/a.md" in page
     assert "<code>short</code>" in page and "writer" in page
@@ -216,14 +249,21 @@ def test_it_shows_steps_outputs_branch_and_waits(team, task):
 
 
 def test_it_escapes_everything_agents_write(team):
-    task = make_task(team.project, params={"title": SCRIPT}, metadata={"m": SCRIPT},
-                     external_id=SCRIPT)
+    task = make_task(
+        team.project, params={"title": SCRIPT}, metadata={"m": SCRIPT}, external_id=SCRIPT
+    )
     update_step(task, "draft", status="running", actor=AGENT, inputs={"prompt": SCRIPT})
-    update_step(task, "draft", status="failed", actor=AGENT,
-                error={"type": SCRIPT, "message": SCRIPT, "detail": {"html": SCRIPT}})
+    update_step(
+        task,
+        "draft",
+        status="failed",
+        actor=AGENT,
+        error={"type": SCRIPT, "message": SCRIPT, "detail": {"html": SCRIPT}},
+    )
     update_step(task, "draft", status="running", actor=AGENT)
-    update_step(task, "draft", status="succeeded", actor=AGENT, outputs={"html": SCRIPT},
-                branch="b")
+    update_step(
+        task, "draft", status="succeeded", actor=AGENT, outputs={"html": SCRIPT}, branch="b"
+    )
     for response in [get_detail(team, task), get_list(team)]:
         page = response.content.decode()
         assert SCRIPT not in page
@@ -245,8 +285,7 @@ def test_it_filters_and_pages_the_history_through_htmx(team, task, monkeypatch):
     update_step(task, "draft", status="succeeded", actor=AGENT)
     transition_task(task, "sent_for_review", actor=AGENT)
     update_step(task, "review", status="running", actor=AGENT)
-    response = get_detail(team, task, headers={**HTMX, "HX-Target": "task-history"},
-                          step="draft")
+    response = get_detail(team, task, headers={**HTMX, "HX-Target": "task-history"}, step="draft")
     page = response.content.decode()
     assert page.lstrip().startswith('<section id="task-history"') and "<html" not in page
     rows = response.context["history"].rows
@@ -255,8 +294,12 @@ def test_it_filters_and_pages_the_history_through_htmx(team, task, monkeypatch):
     # Unfiltered: 3 of 5 rows, then "show older" fetches the rest as rows only.
     first = get_detail(team, task)
     assert len(first.context["history"].rows) == 3 and first.context["history"].has_more
-    more = get_detail(team, task, headers={**HTMX, "HX-Target": "history-more"},
-                      before=first.context["history"].rows[-1].pk)
+    more = get_detail(
+        team,
+        task,
+        headers={**HTMX, "HX-Target": "history-more"},
+        before=first.context["history"].rows[-1].pk,
+    )
     assert [r.kind for r in more.context["history"].rows] == ["step", "created"]
     assert not more.content.decode().lstrip().startswith("<section")
 
@@ -273,8 +316,9 @@ def test_it_keeps_the_task_page_to_a_few_queries(team, task, django_assert_max_n
     link_sessions(task, [session.pk], actor=AGENT)
     for _ in range(3):
         update_step(task, "draft", status="running", actor=AGENT)
-        update_step(task, "draft", status="failed", actor=AGENT,
-                    error={"type": "x", "message": "y"})
+        update_step(
+            task, "draft", status="failed", actor=AGENT, error={"type": "x", "message": "y"}
+        )
     client = team.client("viewer")
     client.get(detail_url(task))
     # Sign-in (2), task + membership (2), projects menu (1), newest history id (1), history
@@ -290,12 +334,16 @@ def test_the_session_page_shows_the_linked_tasks_state(team):
     session = make_session(team.project, title="Chat")
     task = make_task(team.project, session_ids=[str(session.pk)])
     update_step(task, "draft", status="running", actor=AGENT)
-    update_step(task, "draft", status="failed", actor=AGENT,
-                error={"type": "quota", "message": SCRIPT})
+    update_step(
+        task, "draft", status="failed", actor=AGENT, error={"type": "quota", "message": SCRIPT}
+    )
     transition_task(task, "sent_for_review", actor=AGENT)
-    page = team.client("viewer").get(
-        reverse("dashboard:session_detail", args=[session.pk])).content.decode()
-    slot = page[page.index(f'id="task-slot-{task.pk}"'):]
+    page = (
+        team.client("viewer")
+        .get(reverse("dashboard:session_detail", args=[session.pk]))
+        .content.decode()
+    )
+    slot = page[page.index(f'id="task-slot-{task.pk}"') :]
     assert '<article class="task-panel"' in slot
     assert re.search(r'<g class="node current[^"]*" data-state="sent_for_review"', slot)
     assert "The last attempt failed" in slot and "quota" in slot

@@ -23,10 +23,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 TIMEOUT = 5
 
 
-@pytest.fixture(params=[
-    pytest.param("redis", marks=pytest.mark.requires_redis("live updates through Redis")),
-    "memory",
-])
+@pytest.fixture(
+    params=[
+        pytest.param("redis", marks=pytest.mark.requires_redis("live updates through Redis")),
+        "memory",
+    ]
+)
 def channel_layer(request, settings):
     """Each push test runs on the configured Redis layer and on the in-memory one."""
     if request.param == "memory":
@@ -52,8 +54,11 @@ def run(scenario) -> None:
 
 
 def append(session, *texts: str) -> None:
-    append_events(session, [EventDraft(kind="message", role="user", content={"text": t})
-                            for t in texts], actor=Actor.system("agent"))
+    append_events(
+        session,
+        [EventDraft(kind="message", role="user", content={"text": t}) for t in texts],
+        actor=Actor.system("agent"),
+    )
 
 
 @pytest.fixture
@@ -79,9 +84,12 @@ def test_it_refuses_members_of_other_projects(team, session):
     cookie = cookie_for(team.outsider)
 
     async def scenario():
-        for path in [f"/ws/sessions/{session.pk}/", f"/ws/projects/{team.project.pk}/",
-                     f"/ws/projects/{team.project.pk}/?view=sessions",
-                     "/ws/sessions/00000000-0000-0000-0000-000000000000/"]:
+        for path in [
+            f"/ws/sessions/{session.pk}/",
+            f"/ws/projects/{team.project.pk}/",
+            f"/ws/projects/{team.project.pk}/?view=sessions",
+            "/ws/sessions/00000000-0000-0000-0000-000000000000/",
+        ]:
             ws = socket(path, cookie)
             connected, code = await ws.connect()
             assert not connected and code == 4404, path
@@ -94,9 +102,15 @@ def test_it_refuses_sockets_from_other_origins(team, session):
     cookie = cookie_for(team.viewer)
 
     async def scenario():
-        ws = WebsocketCommunicator(application, f"/ws/sessions/{session.pk}/", headers=[
-            (b"origin", b"http://evil.example"), (b"host", b"testserver"),
-            (b"cookie", f"sessionid={cookie}".encode())])
+        ws = WebsocketCommunicator(
+            application,
+            f"/ws/sessions/{session.pk}/",
+            headers=[
+                (b"origin", b"http://evil.example"),
+                (b"host", b"testserver"),
+                (b"cookie", f"sessionid={cookie}".encode()),
+            ],
+        )
         connected, _ = await ws.connect()
         assert not connected
         await ws.disconnect()
@@ -148,10 +162,14 @@ def test_it_pushes_only_the_kinds_the_page_shows(team, session):
         ws = socket(f"/ws/sessions/{session.pk}/?kind=fact&after_seq=2&rows=1", cookie)
         connected, _ = await ws.connect()
         assert connected
-        await sync_to_async(append_events)(session, [
-            EventDraft(kind="message", content={"text": "not shown"}),
-            EventDraft(kind="fact", content={"key": "tier", "value": "gold"}),
-        ], actor=Actor.system("agent"))
+        await sync_to_async(append_events)(
+            session,
+            [
+                EventDraft(kind="message", content={"text": "not shown"}),
+                EventDraft(kind="fact", content={"key": "tier", "value": "gold"}),
+            ],
+            actor=Actor.system("agent"),
+        )
         frame = await ws.receive_from(timeout=TIMEOUT)
         assert 'id="event-4"' in frame and 'id="event-3"' not in frame
         assert 'id="facts-panel"' in frame and "tier" in frame  # facts changed: panel too
@@ -215,8 +233,9 @@ def test_it_ignores_what_clients_send_and_other_apps_events(team, session):
         ws = socket(f"/ws/projects/{team.project.pk}/?view=sessions", cookie)
         assert (await ws.connect())[0]
         await ws.send_to(text_data='{"pause": true}')
-        await get_channel_layer().group_send(project_list_group(team.project.pk, "sessions"),
-                                             {"type": "task.step", "task_id": "x"})
+        await get_channel_layer().group_send(
+            project_list_group(team.project.pk, "sessions"), {"type": "task.step", "task_id": "x"}
+        )
         assert await ws.receive_nothing(timeout=0.8)
         # Still alive: a real change comes through.
         await sync_to_async(pause_session)(session, actor=Actor.system("agent"))
@@ -236,7 +255,8 @@ def test_it_puts_new_sessions_on_top_of_the_list_and_updates_rows(team, session,
         ws = socket(f"/ws/projects/{team.project.pk}/?view=sessions", cookie)
         assert (await ws.connect())[0]
         new, _ = await sync_to_async(open_session)(
-            team.project, agent_name="fresh", actor=Actor.system("agent"), title="<b>New</b>")
+            team.project, agent_name="fresh", actor=Actor.system("agent"), title="<b>New</b>"
+        )
         frame = await ws.receive_from(timeout=TIMEOUT)
         assert '<tbody hx-swap-oob="afterbegin:#session-rows">' in frame
         assert f'<tr id="session-row-{new.pk}" class="session-row">' in frame
@@ -312,13 +332,21 @@ def test_it_pushes_a_linked_tasks_panel_when_the_task_changes(team, session):
     async def scenario():
         ws = socket(f"/ws/sessions/{session.pk}/?after_seq=2", cookie)
         assert (await ws.connect())[0]
-        await get_channel_layer().group_send(task_group(task.pk), {
-            "type": "task.transition", "task_id": str(task.pk), "project_id": team.project.pk})
+        await get_channel_layer().group_send(
+            task_group(task.pk),
+            {"type": "task.transition", "task_id": str(task.pk), "project_id": team.project.pk},
+        )
         frame = await ws.receive_from(timeout=TIMEOUT)
         assert f'<div id="task-slot-{task.pk}" class="task-slot" hx-swap-oob="true">' in frame
-        await get_channel_layer().group_send(task_group(task.pk), {
-            "type": "task.links", "task_id": str(task.pk), "linked": [],
-            "unlinked": [str(session.pk)]})
+        await get_channel_layer().group_send(
+            task_group(task.pk),
+            {
+                "type": "task.links",
+                "task_id": str(task.pk),
+                "linked": [],
+                "unlinked": [str(session.pk)],
+            },
+        )
         frame = await ws.receive_from(timeout=TIMEOUT)
         assert f'<div id="task-slot-{task.pk}" hx-swap-oob="delete">' in frame
         await ws.disconnect()

@@ -30,9 +30,15 @@ def signed_in_cookie(base_url: str, username: str) -> str:
     with httpx.Client(base_url=base_url, timeout=10) as client:
         form = client.get("/accounts/login/")
         token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.text).group(1)
-        response = client.post("/accounts/login/", data={
-            "username": username, "password": "pw-for-tests-1", "csrfmiddlewaretoken": token,
-            "next": "/"})
+        response = client.post(
+            "/accounts/login/",
+            data={
+                "username": username,
+                "password": "pw-for-tests-1",
+                "csrfmiddlewaretoken": token,
+                "next": "/",
+            },
+        )
         assert response.status_code == 302, response.text[:500]
         return client.cookies[django_settings.SESSION_COOKIE_NAME]
 
@@ -65,8 +71,9 @@ def test_an_event_appended_on_server_a_reaches_a_page_on_server_b(team: Team):
         assert refused.value.response.status_code == 403
         cookie = signed_in_cookie(server_b, team.viewer.username)
         headers = {"Cookie": f"{django_settings.SESSION_COOKIE_NAME}={cookie}"}
-        with connect(ws_url, origin=server_b, additional_headers=headers, proxy=None,
-                     open_timeout=10) as ws:
+        with connect(
+            ws_url, origin=server_b, additional_headers=headers, proxy=None, open_timeout=10
+        ) as ws:
             # Opened at the head: nothing to catch up on.
             with pytest.raises(TimeoutError):
                 ws.recv(timeout=0.3)
@@ -80,18 +87,29 @@ def test_an_event_appended_on_server_a_reaches_a_page_on_server_b(team: Team):
             started = time.monotonic()
             response = httpx.post(
                 f"{server_a}/api/v1/sessions/{session.pk}/events",
-                json={"events": [{"kind": "message", "role": "assistant",
-                                  "content": {"text": "written through server A"}}]},
-                headers=auth, timeout=10)
+                json={
+                    "events": [
+                        {
+                            "kind": "message",
+                            "role": "assistant",
+                            "content": {"text": "written through server A"},
+                        }
+                    ]
+                },
+                headers=auth,
+                timeout=10,
+            )
             assert response.status_code == 201, response.text
             answered = time.monotonic()
             seq = response.json()["events"][0]["seq"]
             assert seq == 2
             frame = receive_until(ws, f'id="event-{seq}"')
             arrived = time.monotonic()
-            print(f"\ncross-process latency: POST to A -> row on B's socket "
-                  f"{(arrived - started) * 1000:.0f} ms (A answered after "
-                  f"{(answered - started) * 1000:.0f} ms)")
+            print(
+                f"\ncross-process latency: POST to A -> row on B's socket "
+                f"{(arrived - started) * 1000:.0f} ms (A answered after "
+                f"{(answered - started) * 1000:.0f} ms)"
+            )
             # The rendered row partial of the session page, inserted on top of the log.
             assert '<div hx-swap-oob="afterbegin:#event-rows">' in frame
             assert f'<article id="event-{seq}" data-live-row class="event event-message">' in frame
@@ -99,11 +117,13 @@ def test_an_event_appended_on_server_a_reaches_a_page_on_server_b(team: Team):
             assert f'data-head-seq="{seq}"' in frame
 
             # A lifecycle change made through A reaches B too (header, actions, timeline).
-            response = httpx.post(f"{server_a}/api/v1/sessions/{session.pk}/pause",
-                                  json={"reason": "over to a human"},
-                                  headers=auth, timeout=10)
+            response = httpx.post(
+                f"{server_a}/api/v1/sessions/{session.pk}/pause",
+                json={"reason": "over to a human"},
+                headers=auth,
+                timeout=10,
+            )
             assert response.status_code == 200, response.text
             frame = receive_until(ws, 'id="timeline"')
             assert "over to a human" in frame
             assert 'class="status status-paused"' in frame
-

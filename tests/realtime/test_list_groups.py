@@ -39,9 +39,15 @@ def cookie_for(user) -> str:
 
 
 def socket(path: str, cookie: str) -> WebsocketCommunicator:
-    return WebsocketCommunicator(application, path, headers=[
-        (b"origin", b"http://testserver"), (b"host", b"testserver"),
-        (b"cookie", f"{django_settings.SESSION_COOKIE_NAME}={cookie}".encode())])
+    return WebsocketCommunicator(
+        application,
+        path,
+        headers=[
+            (b"origin", b"http://testserver"),
+            (b"host", b"testserver"),
+            (b"cookie", f"{django_settings.SESSION_COOKIE_NAME}={cookie}".encode()),
+        ],
+    )
 
 
 @pytest.fixture
@@ -61,8 +67,11 @@ def reached(monkeypatch) -> list[tuple[str, str]]:
 
 
 def append(session, n: int = 1) -> None:
-    append_events(session, [EventDraft(kind="message", role="user", content={"text": f"#{i}"})
-                            for i in range(n)], actor=AGENT)
+    append_events(
+        session,
+        [EventDraft(kind="message", role="user", content={"text": f"#{i}"}) for i in range(n)],
+        actor=AGENT,
+    )
 
 
 def test_the_tasks_list_hears_nothing_of_sessions_and_still_hears_its_tasks(team, reached):
@@ -86,8 +95,7 @@ def test_the_tasks_list_hears_nothing_of_sessions_and_still_hears_its_tasks(team
         await ws.disconnect()
 
     async_to_sync(scenario)()
-    assert [kind for consumer, kind in reached if consumer == "TaskListConsumer"] == [
-        "task.step"]
+    assert [kind for consumer, kind in reached if consumer == "TaskListConsumer"] == ["task.step"]
 
 
 def test_the_sessions_list_hears_nothing_of_tasks_and_still_hears_its_sessions(team, reached):
@@ -100,8 +108,7 @@ def test_the_sessions_list_hears_nothing_of_tasks_and_still_hears_its_sessions(t
         assert (await ws.connect())[0]
         await sync_to_async(update_step)(task, "draft", status="running", actor=AGENT)
         await sync_to_async(transition_task)(task, "sent_for_review", actor=AGENT)
-        await sync_to_async(create_task)(team.project, workflow="document_approval",
-                                         actor=AGENT)
+        await sync_to_async(create_task)(team.project, workflow="document_approval", actor=AGENT)
         assert await ws.receive_nothing(timeout=QUIET)
         assert [kind for consumer, kind in reached if consumer == "ProjectConsumer"] == []
 
@@ -113,4 +120,5 @@ def test_the_sessions_list_hears_nothing_of_tasks_and_still_hears_its_sessions(t
 
     async_to_sync(scenario)()
     assert [kind for consumer, kind in reached if consumer == "ProjectConsumer"] == [
-        "session.events"]
+        "session.events"
+    ]

@@ -30,10 +30,12 @@ TIMEOUT = 15
 AGENT = Actor.system("agent")
 
 
-@pytest.fixture(params=[
-    pytest.param("redis", marks=pytest.mark.requires_redis("live updates through Redis")),
-    "memory",
-])
+@pytest.fixture(
+    params=[
+        pytest.param("redis", marks=pytest.mark.requires_redis("live updates through Redis")),
+        "memory",
+    ]
+)
 def channel_layer(request, settings):
     """Each push test runs on the configured Redis layer and on the in-memory one."""
     if request.param == "memory":
@@ -83,8 +85,11 @@ def test_it_refuses_members_of_other_projects_and_unknown_tasks(team, task):
     cookie = cookie_for(team.outsider)
 
     async def scenario():
-        for path in [f"/ws/tasks/{task.pk}/", f"/ws/projects/{team.project.pk}/tasks/",
-                     "/ws/tasks/00000000-0000-0000-0000-000000000000/"]:
+        for path in [
+            f"/ws/tasks/{task.pk}/",
+            f"/ws/projects/{team.project.pk}/tasks/",
+            "/ws/tasks/00000000-0000-0000-0000-000000000000/",
+        ]:
             ws = socket(path, cookie)
             connected, code = await ws.connect()
             assert not connected and code == 4404, path
@@ -97,8 +102,10 @@ def test_it_refuses_settings_the_page_would_refuse(team, task):
     cookie = cookie_for(team.viewer)
 
     async def scenario():
-        for path in [f"/ws/tasks/{task.pk}/?kind=explosion",
-                     f"/ws/projects/{team.project.pk}/tasks/?state=no_such_state"]:
+        for path in [
+            f"/ws/tasks/{task.pk}/?kind=explosion",
+            f"/ws/projects/{team.project.pk}/tasks/?state=no_such_state",
+        ]:
             ws = socket(path, cookie)
             connected, code = await ws.connect()
             assert not connected and code == 4400, path
@@ -116,12 +123,16 @@ def test_it_pushes_a_transition_as_rendered_partials(team, task, channel_layer):
         connected, _ = await ws.connect()
         assert connected
         assert await ws.receive_nothing(timeout=0.2)  # nothing new since the page rendered
-        await sync_to_async(transition_task)(task, "sent_for_review", actor=AGENT,
-                                             reason="<b>ready</b>")
+        await sync_to_async(transition_task)(
+            task, "sent_for_review", actor=AGENT, reason="<b>ready</b>"
+        )
         frame = await ws.receive_from(timeout=TIMEOUT)
         # The header and the panel of the task page, replaced out of band...
-        assert re.search(r'<section id="task-header" class="card task-header"[^>]*'
-                         r'hx-swap-oob="true"', frame)
+        assert re.search(
+            r'<section id="task-header" class="card task-header"[^>]*'
+            r'hx-swap-oob="true"',
+            frame,
+        )
         assert '<section id="task-panel" class="card" hx-swap-oob="true">' in frame
         # ...with the diagram's current state moved...
         assert re.search(r'<g class="node current[^"]*" data-state="sent_for_review"', frame)
@@ -145,8 +156,12 @@ def test_it_pushes_a_failed_step_with_its_error_escaped(team, task):
         await sync_to_async(update_step)(task, "draft", status="running", actor=AGENT)
         await ws.receive_from(timeout=TIMEOUT)
         await sync_to_async(update_step)(
-            task, "draft", status="failed", actor=AGENT,
-            error={"type": "boom", "message": "<script>alert(1)</script>"})
+            task,
+            "draft",
+            status="failed",
+            actor=AGENT,
+            error={"type": "boom", "message": "<script>alert(1)</script>"},
+        )
         frame = await ws.receive_from(timeout=TIMEOUT)
         assert "The last attempt failed" in frame and "boom" in frame
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in frame
@@ -213,8 +228,9 @@ def test_it_ignores_what_clients_send_and_closes_when_access_is_lost(team, task)
         ws = socket(path, cookie)
         assert (await ws.connect())[0]
         await ws.send_to(text_data='{"transition": "sent_for_review"}')
-        await get_channel_layer().group_send(task_group(task.pk),
-                                             {"type": "session.events", "session_id": "x"})
+        await get_channel_layer().group_send(
+            task_group(task.pk), {"type": "session.events", "session_id": "x"}
+        )
         assert await ws.receive_nothing(timeout=0.5)
         await sync_to_async(Membership.objects.filter(user=team.viewer).delete)()
         await sync_to_async(update_step)(task, "draft", status="running", actor=AGENT)
@@ -233,8 +249,9 @@ def test_the_list_inserts_new_tasks_and_updates_and_drops_rows(team, task, chann
         ws = socket(f"/ws/projects/{team.project.pk}/tasks/?state=draft_created", cookie)
         assert (await ws.connect())[0]
         # A new matching task goes on top of the first page.
-        created = await sync_to_async(create_task)(team.project, workflow="document_approval",
-                                                   actor=AGENT, external_id="<i>x</i>")
+        created = await sync_to_async(create_task)(
+            team.project, workflow="document_approval", actor=AGENT, external_id="<i>x</i>"
+        )
         frame = await ws.receive_from(timeout=TIMEOUT)
         assert '<tbody hx-swap-oob="afterbegin:#task-rows">' in frame
         assert f'id="task-row-{created.task.pk}"' in frame

@@ -15,8 +15,10 @@ def session(project):
     session = make_session(project)
     append_events(
         session,
-        [EventDraft(kind="message", role="user", content={"text": "hello"}),
-         EventDraft(kind="note", content={"n": 2})],
+        [
+            EventDraft(kind="message", role="user", content={"text": "hello"}),
+            EventDraft(kind="note", content={"n": 2}),
+        ],
         actor=Actor.system(),
     )
     return session
@@ -48,8 +50,7 @@ def test_it_refuses_an_orm_update_and_a_raw_sql_delete_of_an_event(session):
     with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
         Event.objects.filter(session=session).update(kind="decision")
     with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
-        _raw("DELETE FROM sessions_app_event WHERE session_id = %s",
-             [session.pk])
+        _raw("DELETE FROM sessions_app_event WHERE session_id = %s", [session.pk])
     with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
         Event.objects.filter(session=session, seq=2).delete()
     assert list(Event.objects.filter(session=session).order_by("seq").values()) == before

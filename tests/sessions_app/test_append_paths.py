@@ -48,24 +48,48 @@ def statements(monkeypatch):
 
 
 def _rows(session: Session) -> list[tuple]:
-    return list(Event.objects.filter(session=session).order_by("seq").values_list(
-        "seq", "kind", "tier", "role", "content", "text", "tokens", "cost", "idempotency_key"))
+    return list(
+        Event.objects.filter(session=session)
+        .order_by("seq")
+        .values_list(
+            "seq", "kind", "tier", "role", "content", "text", "tokens", "cost", "idempotency_key"
+        )
+    )
 
 
 def test_it_writes_a_small_append_in_one_statement(api, session, statements):
-    first = api.post(f"/sessions/{session.pk}/events", {"events": [
-        {"kind": "message", "role": "user", "content": {"text": "héllo 'x' \\ y"}, "tokens": 5,
-         "cost": "0.25"},
-        {"kind": "fact", "content": {"key": "lang", "value": "en"}},
-    ]})
+    first = api.post(
+        f"/sessions/{session.pk}/events",
+        {
+            "events": [
+                {
+                    "kind": "message",
+                    "role": "user",
+                    "content": {"text": "héllo 'x' \\ y"},
+                    "tokens": 5,
+                    "cost": "0.25",
+                },
+                {"kind": "fact", "content": {"key": "lang", "value": "en"}},
+            ]
+        },
+    )
     assert first.status_code == 201, first.content
     assert first.json()["head_seq"] == 2 and first.json()["status"] == "open"
     second = api.post(f"/sessions/{session.pk}/events", {"events": [{"kind": "note"}]})
     assert [e["seq"] for e in second.json()["events"]] == [3]
     assert statements == ["one", "one"]
     assert _rows(session) == [
-        (1, "message", "transient", "user", {"text": "héllo 'x' \\ y"}, "héllo 'x' \\ y", 5,
-         Decimal("0.25"), None),
+        (
+            1,
+            "message",
+            "transient",
+            "user",
+            {"text": "héllo 'x' \\ y"},
+            "héllo 'x' \\ y",
+            5,
+            Decimal("0.25"),
+            None,
+        ),
         (2, "fact", "durable", "", {"key": "lang", "value": "en"}, "lang: en", 0, Decimal(0), None),
         (3, "note", "transient", "", {}, "", 0, Decimal(0), None),
     ]
@@ -74,11 +98,19 @@ def test_it_writes_a_small_append_in_one_statement(api, session, statements):
 
 
 def test_it_replays_idempotency_keys_on_the_one_statement_path(api, session, statements):
-    api.post(f"/sessions/{session.pk}/events", {"events": [
-        {"kind": "note", "content": {"n": 1}, "idempotency_key": "a"}]})
-    again = api.post(f"/sessions/{session.pk}/events", {"events": [
-        {"kind": "note", "content": {"n": 2}, "idempotency_key": "b"},
-        {"kind": "note", "idempotency_key": "a"}]})
+    api.post(
+        f"/sessions/{session.pk}/events",
+        {"events": [{"kind": "note", "content": {"n": 1}, "idempotency_key": "a"}]},
+    )
+    again = api.post(
+        f"/sessions/{session.pk}/events",
+        {
+            "events": [
+                {"kind": "note", "content": {"n": 2}, "idempotency_key": "b"},
+                {"kind": "note", "idempotency_key": "a"},
+            ]
+        },
+    )
     assert again.status_code == 201
     assert [(e["seq"], e["replayed"]) for e in again.json()["events"]] == [(2, False), (1, True)]
     assert statements == ["one", "one"]
@@ -90,8 +122,9 @@ def test_it_leaves_refusals_to_the_transactional_path_and_writes_nothing(
 ):
     api.post(f"/sessions/{session.pk}/events", {"events": [{"kind": "note"}]})
     before = _rows(session)
-    stale = api.post(f"/sessions/{session.pk}/events",
-                     {"events": [{"kind": "note"}], "expected_head_seq": 0})
+    stale = api.post(
+        f"/sessions/{session.pk}/events", {"events": [{"kind": "note"}], "expected_head_seq": 0}
+    )
     assert stale.status_code == 409
     assert stale.json()["error"]["detail"] == {"expected_head_seq": 0, "head_seq": 1}
     # Another project's session, through its own key: 404, as if it did not exist.
@@ -99,8 +132,9 @@ def test_it_leaves_refusals_to_the_transactional_path_and_writes_nothing(
     assert foreign.status_code == 404
     assert foreign.json()["error"]["detail"] == {"session_id": str(session.pk)}
     # An unknown session is a 404 before the events are checked, as it always was.
-    unknown = api.post("/sessions/00000000-0000-4000-8000-000000000000/events",
-                       {"events": [{"kind": "telepathy"}]})
+    unknown = api.post(
+        "/sessions/00000000-0000-4000-8000-000000000000/events", {"events": [{"kind": "telepathy"}]}
+    )
     assert unknown.status_code == 404
     closed = api.post(f"/sessions/{session.pk}/close", {"reason": "done"})
     assert closed.status_code == 200
@@ -115,25 +149,25 @@ def test_it_pauses_an_over_budget_session_in_the_same_transaction(
 ):
     opened = api.post("/sessions", {"agent": "spender", "budget": {"max_tokens": 10}})
     session = Session.objects.get(pk=opened.json()["id"])
-    over = api.post(f"/sessions/{session.pk}/events",
-                    {"events": [{"kind": "message", "tokens": 11}]})
+    over = api.post(
+        f"/sessions/{session.pk}/events", {"events": [{"kind": "message", "tokens": 11}]}
+    )
     assert over.status_code == 201 and over.json()["status"] == "paused"
     assert statements[:2] == ["one-declined", "tx"]
     assert [r[1] for r in _rows(session)] == ["message", "lifecycle"]
     assert AuditEntry.objects.filter(target_id=str(session.pk), action="session.paused").exists()
 
 
-def test_it_copies_a_larger_batch_and_snapshots_each_boundary(
-    api, session, statements, settings
-):
+def test_it_copies_a_larger_batch_and_snapshots_each_boundary(api, session, statements, settings):
     settings.SWITCHBOARD_SNAPSHOT_EVERY = 10
     batch = [{"kind": "state", "content": {"n": i}} for i in range(25)]
     response = api.post(f"/sessions/{session.pk}/events", {"events": batch})
     assert response.status_code == 201
     assert statements == ["tx"]
     assert [r[0] for r in _rows(session)] == list(range(1, 26))
-    assert list(Snapshot.objects.filter(session=session).order_by("seq").values_list(
-        "seq", "state")) == [(10, {"n": 9}), (20, {"n": 19})]
+    assert list(
+        Snapshot.objects.filter(session=session).order_by("seq").values_list("seq", "state")
+    ) == [(10, {"n": 9}), (20, {"n": 19})]
     small = api.post(f"/sessions/{session.pk}/events", {"events": [{"kind": "note"}] * 5})
     assert small.json()["head_seq"] == 30 and statements == ["tx", "one"]
     assert Snapshot.objects.filter(session=session, seq=30).exists()

@@ -48,8 +48,10 @@ def pool(django_db_setup):
 
 def _post_events(raw_key: str, session_id: str, body: dict) -> dict:
     response = Client().post(
-        f"/api/v1/sessions/{session_id}/events", data=json.dumps(body),
-        content_type="application/json", headers={"Authorization": f"Bearer {raw_key}"},
+        f"/api/v1/sessions/{session_id}/events",
+        data=json.dumps(body),
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {raw_key}"},
     )
     assert response.status_code in (200, 201), response.content
     return response.json()
@@ -97,13 +99,21 @@ def send_keyed_batches(
     for _ in range(passes):
         for keys in batches:
             if raw_key is not None:
-                body = _post_events(raw_key, session_id, {"events": [
-                    {"kind": "note", "content": {"key": k}, "idempotency_key": k} for k in keys
-                ]})
+                body = _post_events(
+                    raw_key,
+                    session_id,
+                    {
+                        "events": [
+                            {"kind": "note", "content": {"key": k}, "idempotency_key": k}
+                            for k in keys
+                        ]
+                    },
+                )
                 pairs = [(k, e["seq"]) for k, e in zip(keys, body["events"], strict=True)]
             else:
-                drafts = [EventDraft(kind="note", content={"key": k}, idempotency_key=k)
-                          for k in keys]
+                drafts = [
+                    EventDraft(kind="note", content={"key": k}, idempotency_key=k) for k in keys
+                ]
                 result = append_events(session, drafts, actor=Actor.system("retrier"))
                 pairs = [(k, e.seq) for k, e in zip(keys, result.events, strict=True)]
             for key, seq in pairs:
@@ -121,8 +131,7 @@ def race_expected_head(session_id: str, base_head: int, rounds: int) -> list[str
         expected = base_head + 2 * round_number
         drafts = [EventDraft(kind="note", content={"round": round_number}) for _ in range(2)]
         try:
-            append_events(session, drafts, actor=Actor.system("racer"),
-                          expected_head_seq=expected)
+            append_events(session, drafts, actor=Actor.system("racer"), expected_head_seq=expected)
             outcomes.append("won")
         except HeadSeqMismatch:
             outcomes.append("mismatch")
@@ -176,7 +185,7 @@ def test_it_writes_each_idempotency_key_once_under_concurrent_retries(
     session = make_session(project)
     keys = [f"k{i:03d}" for i in range(41)]
     # Overlapping windows: most retries mix keys already written with fresh ones.
-    batches = [keys[i:i + 3] for i in range(0, 40, 2)]
+    batches = [keys[i : i + 3] for i in range(0, 40, 2)]
     answered = pool.run(
         send_keyed_batches,
         [(str(session.pk), api_key[1] if i % 2 else None, batches, 2) for i in range(WRITERS)],
@@ -197,9 +206,7 @@ def test_it_lets_exactly_one_process_win_each_expected_head_seq_race(
     session = make_session(project)
     append_events(session, [EventDraft(kind="note") for _ in range(3)], actor=Actor.system())
     rounds = 8
-    outcomes = pool.run(
-        race_expected_head, [(str(session.pk), 3, rounds) for _ in range(WRITERS)]
-    )
+    outcomes = pool.run(race_expected_head, [(str(session.pk), 3, rounds) for _ in range(WRITERS)])
 
     for round_number in range(rounds):
         column = [per_process[round_number] for per_process in outcomes]
@@ -209,7 +216,7 @@ def test_it_lets_exactly_one_process_win_each_expected_head_seq_race(
     assert len(events) == 3 + 2 * rounds  # the losers wrote nothing
     for round_number in range(rounds):
         first = 3 + 2 * round_number + 1
-        assert [e.content for e in events[first - 1:first + 1]] == [{"round": round_number}] * 2
+        assert [e.content for e in events[first - 1 : first + 1]] == [{"round": round_number}] * 2
 
 
 # --- Each write path raced on its own, then all of them at once -------------------------------
@@ -278,8 +285,12 @@ def _event(marker: str, n: int, rng: random.Random, key: str | None = None) -> d
         content.update(key=f"f{n % 5}", value=marker)
     elif kind == "state":
         content["by"] = {marker.split(".")[0]: n}
-    event = {"kind": kind, "content": content, "tokens": rng.randint(0, 3),
-             "cost": f"0.00{rng.randint(0, 9)}"}
+    event = {
+        "kind": kind,
+        "content": content,
+        "tokens": rng.randint(0, 3),
+        "cost": f"0.00{rng.randint(0, 9)}",
+    }
     if key is not None:
         event["idempotency_key"] = key
     return event
@@ -289,11 +300,19 @@ def _send(session: Session, raw_key: str | None, events: list[dict]) -> tuple[li
     """Append through the API (raw_key) or the service: (seqs, status after, replayed count)."""
     if raw_key is not None:
         body = _post_events(raw_key, str(session.pk), {"events": events})
-        return ([e["seq"] for e in body["events"]], body["status"],
-                sum(e["replayed"] for e in body["events"]))
+        return (
+            [e["seq"] for e in body["events"]],
+            body["status"],
+            sum(e["replayed"] for e in body["events"]),
+        )
     drafts = [
-        EventDraft(kind=e["kind"], content=e["content"], tokens=e["tokens"],
-                   cost=Decimal(e["cost"]), idempotency_key=e.get("idempotency_key"))
+        EventDraft(
+            kind=e["kind"],
+            content=e["content"],
+            tokens=e["tokens"],
+            cost=Decimal(e["cost"]),
+            idempotency_key=e.get("idempotency_key"),
+        )
         for e in events
     ]
     result = append_events(session, drafts, actor=Actor.system("racer"))
@@ -301,12 +320,15 @@ def _send(session: Session, raw_key: str | None, events: list[dict]) -> tuple[li
 
 
 def _acks(seqs: list[int], events: list[dict]) -> list[Ack]:
-    return [(seq, e["content"]["m"], e["tokens"], e["cost"])
-            for seq, e in zip(seqs, events, strict=True)]
+    return [
+        (seq, e["content"]["m"], e["tokens"], e["cost"])
+        for seq, e in zip(seqs, events, strict=True)
+    ]
 
 
-def write_batches(session_id: str, raw_key: str | None, tag: str, sizes: list[int],
-                  seed: int) -> dict[str, Any]:
+def write_batches(
+    session_id: str, raw_key: str | None, tag: str, sizes: list[int], seed: int
+) -> dict[str, Any]:
     """One unkeyed batch per size, then a one-event `done` batch (see toggle_pause)."""
     session = Session.objects.get(pk=session_id)
     rng = random.Random(seed)
@@ -327,8 +349,9 @@ class _RollBack(Exception):
     pass
 
 
-def write_in_atomic_blocks(session_id: str, tag: str, blocks: list[tuple[list[int], str]],
-                           seed: int) -> dict[str, Any]:
+def write_in_atomic_blocks(
+    session_id: str, tag: str, blocks: list[tuple[list[int], str]], seed: int
+) -> dict[str, Any]:
     """Appends inside enclosing atomic blocks, each (sizes, outcome).
 
     outcome "commit": every append of the block commits together; "rollback": the block raises
@@ -344,8 +367,7 @@ def write_in_atomic_blocks(session_id: str, tag: str, blocks: list[tuple[list[in
             try:
                 with transaction.atomic():
                     for part, size in enumerate(sizes):
-                        events = [_event(f"{tag}.{number}.{part}.{n}", n, rng)
-                                  for n in range(size)]
+                        events = [_event(f"{tag}.{number}.{part}.{n}", n, rng) for n in range(size)]
                         if number == len(blocks):
                             events[0]["content"]["done"] = tag
                         if outcome == "savepoint" and part == len(sizes) - 1:
@@ -366,9 +388,16 @@ def write_in_atomic_blocks(session_id: str, tag: str, blocks: list[tuple[list[in
     return {"acks": acks, "paths": dict(paths)}
 
 
-def write_copy_batches(session_id: str, raw_key: str | None, tag: str, sizes: list[int],
-                       keyed: list[list[str]], extra: list[list[str]], seed: int,
-                       raced: bool = True) -> dict[str, Any]:
+def write_copy_batches(
+    session_id: str,
+    raw_key: str | None,
+    tag: str,
+    sizes: list[int],
+    keyed: list[list[str]],
+    extra: list[list[str]],
+    seed: int,
+    raced: bool = True,
+) -> dict[str, Any]:
     """Unkeyed batches of `sizes` events interleaved with keyed batches, then the keyed retries.
 
     Pass 1 sends keyed batch j between unkeyed ones; every process sends the same keyed batch at
@@ -425,11 +454,13 @@ def toggle_pause(session_id: str, raw_key: str, writers: int) -> dict[str, Any]:
         to = "paused" if session.status in ("open", "resumed") else "resumed"
         if len(moves) % 4 < 2:
             (pause_session if to == "paused" else resume_session)(
-                session, actor=Actor.system("toggler"), reason="race")
+                session, actor=Actor.system("toggler"), reason="race"
+            )
         else:
             response = Client().post(
                 f"/api/v1/sessions/{session_id}/{'pause' if to == 'paused' else 'resume'}",
-                data=json.dumps({"reason": "race"}), content_type="application/json",
+                data=json.dumps({"reason": "race"}),
+                content_type="application/json",
                 headers={"Authorization": f"Bearer {raw_key}"},
             )
             assert response.status_code == 200, response.content
@@ -467,16 +498,21 @@ def _assert_invariant_1(session: Session, acks: list[Ack]) -> list[tuple]:
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT seq, kind, content, tokens, cost, actor FROM {events_table}"
-            " WHERE session_id = %s ORDER BY seq", [session.pk])
+            " WHERE session_id = %s ORDER BY seq",
+            [session.pk],
+        )
         # Django has psycopg hand jsonb over as text (JSONField decodes it).
         rows = [(*row[:2], json.loads(row[2]), *row[3:]) for row in cursor.fetchall()]
         cursor.execute(
             f"SELECT head_seq, tokens_used, cost_used FROM {sessions_table} WHERE id = %s",
-            [session.pk])
+            [session.pk],
+        )
         head_seq, tokens_used, cost_used = cursor.fetchone()
         cursor.execute(
             f"SELECT count(*), count(DISTINCT seq), coalesce(max(seq), 0) FROM {events_table}"
-            " WHERE session_id = %s", [session.pk])
+            " WHERE session_id = %s",
+            [session.pk],
+        )
         count, distinct, max_seq = cursor.fetchone()
     seqs = [row[0] for row in rows]
     assert (count, distinct) == (len(rows), len(rows)), "duplicate seqs"
@@ -493,7 +529,8 @@ def _assert_invariant_1(session: Session, acks: list[Ack]) -> list[tuple]:
         assert (content.get("m"), row_tokens, row_cost) == (marker, tokens, Decimal(cost)), seq
     unacknowledged = [row for row in rows if row[0] not in acked_seqs]
     assert all(row[1] == "lifecycle" for row in unacknowledged), [
-        row[:3] for row in unacknowledged if row[1] != "lifecycle"][:5]
+        row[:3] for row in unacknowledged if row[1] != "lifecycle"
+    ][:5]
     assert len(rows) == len(acks) + len(unacknowledged)
 
     assert tokens_used == sum(ack[2] for ack in acks)
@@ -526,10 +563,13 @@ def test_budgeted_appends_take_the_transactional_path_gap_free_under_racing_proc
     session = make_session(project, budget_max_tokens=10**6, budget_max_cost=Decimal(10**4))
     rng = random.Random(2)
     plans = [[rng.randint(1, COPY_BELOW) for _ in range(15)] for _ in range(WRITERS)]
-    results = pool.run(play, [
-        ("batches", str(session.pk), api_key[1] if i % 2 else None, f"b{i}", plans[i], i)
-        for i in range(WRITERS)
-    ])
+    results = pool.run(
+        play,
+        [
+            ("batches", str(session.pk), api_key[1] if i % 2 else None, f"b{i}", plans[i], i)
+            for i in range(WRITERS)
+        ],
+    )
 
     rows = _assert_invariant_1(session, _flat(results))
     assert len(rows) == sum(map(sum, plans)) + WRITERS  # + each writer's `done`
@@ -549,10 +589,13 @@ def test_a_budget_running_out_mid_race_pauses_the_session_exactly_once(
     session = make_session(project, budget_max_tokens=budget)
     rng = random.Random(3)
     plans = [[rng.randint(1, COPY_BELOW) for _ in range(12)] for _ in range(WRITERS)]
-    results = pool.run(play, [
-        ("batches", str(session.pk), api_key[1] if i % 2 else None, f"p{i}", plans[i], 10 + i)
-        for i in range(WRITERS)
-    ])
+    results = pool.run(
+        play,
+        [
+            ("batches", str(session.pk), api_key[1] if i % 2 else None, f"p{i}", plans[i], 10 + i)
+            for i in range(WRITERS)
+        ],
+    )
 
     acks = _flat(results)
     rows = _assert_invariant_1(session, acks)
@@ -562,12 +605,15 @@ def test_a_budget_running_out_mid_race_pauses_the_session_exactly_once(
     pause_seq, _, content, actor = pause
     assert actor == "budget"
     assert (content["from"], content["to"]) == ("open", "paused")
-    assert f"budget exceeded: {_tokens_upto(acks, pause_seq)} tokens used of {budget}" == (
-        content["reason"])
+    assert (
+        f"budget exceeded: {_tokens_upto(acks, pause_seq)} tokens used of {budget}"
+        == (content["reason"])
+    )
     # It paused right after the append that crossed the budget, not before or later: that
     # append ends at pause_seq - 1, and the tokens before it were still within the budget.
-    (crossing,) = [batch for result in results for batch in result["acks"]
-                   if batch[-1][0] == pause_seq - 1]
+    (crossing,) = [
+        batch for result in results for batch in result["acks"] if batch[-1][0] == pause_seq - 1
+    ]
     assert _tokens_upto(acks, crossing[0][0] - 1) <= budget < _tokens_upto(acks, pause_seq)
     # Paused sessions still take events (WRITABLE_STATUSES): the appends after the pause were
     # acknowledged as paused, each process saw open until it saw paused, and nothing paused
@@ -595,21 +641,27 @@ def test_appends_inside_enclosing_atomic_blocks_stay_gap_free_under_racing_proce
     rng = random.Random(4)
     outcomes = ["commit", "commit", "rollback", "savepoint"]
     plans = [
-        [([rng.randint(1, COPY_BELOW) for _ in range(rng.randint(1, 3))], outcomes[n % 4])
-         for n in range(10)]
+        [
+            ([rng.randint(1, COPY_BELOW) for _ in range(rng.randint(1, 3))], outcomes[n % 4])
+            for n in range(10)
+        ]
         for _ in range(WRITERS)
     ]
-    results = pool.run(play, [
-        ("atomic", str(session.pk), f"a{i}", plans[i], 20 + i) for i in range(WRITERS)
-    ])
+    results = pool.run(
+        play, [("atomic", str(session.pk), f"a{i}", plans[i], 20 + i) for i in range(WRITERS)]
+    )
 
     acks = _flat(results)
     rows = _assert_invariant_1(session, acks)
     assert not [row for row in rows if row[1] == "lifecycle"]
-    committed = sum(
-        sum(sizes if outcome == "commit" else sizes[:-1] if outcome == "savepoint" else [])
-        for plan in plans for sizes, outcome in plan
-    ) + WRITERS
+    committed = (
+        sum(
+            sum(sizes if outcome == "commit" else sizes[:-1] if outcome == "savepoint" else [])
+            for plan in plans
+            for sizes, outcome in plan
+        )
+        + WRITERS
+    )
     assert len(rows) == committed
     paths = _paths(results)
     attempted = sum(len(sizes) for plan in plans for sizes, _ in plan) + WRITERS
@@ -623,15 +675,25 @@ def test_copy_batches_and_raced_keyed_retries_stay_gap_free_under_racing_process
     and then again extended by new keys (replay path, raced)."""
     session = make_session(project)
     rng = random.Random(5)
-    plans = [[rng.randint(storage.COPY_FROM_ROWS, 50) for _ in range(6)]
-             for _ in range(WRITERS)]
+    plans = [[rng.randint(storage.COPY_FROM_ROWS, 50) for _ in range(6)] for _ in range(WRITERS)]
     keyed = [[f"k{j}-{n}" for n in range(rng.randint(8, 20))] for j in range(4)]
     extra = [[f"x{j}-{n}" for n in range(size)] for j, size in enumerate([0, 3, 8, 12])]
-    results = pool.run(play, [
-        ("copy", str(session.pk), api_key[1] if i % 2 else None, f"c{i}", plans[i], keyed,
-         extra, 30 + i)
-        for i in range(WRITERS)
-    ])
+    results = pool.run(
+        play,
+        [
+            (
+                "copy",
+                str(session.pk),
+                api_key[1] if i % 2 else None,
+                f"c{i}",
+                plans[i],
+                keyed,
+                extra,
+                30 + i,
+            )
+            for i in range(WRITERS)
+        ],
+    )
 
     keys = [k for batch in keyed for k in batch] + [k for batch in extra for k in batch]
     answered = results[0]["answered"]
@@ -640,8 +702,7 @@ def test_copy_batches_and_raced_keyed_retries_stay_gap_free_under_racing_process
         assert result["answered"] == answered
     # Each key was written once (by whichever process won it), at the seq everybody was told.
     rows = _assert_invariant_1(session, _flat(results) + _keyed_acks(answered))
-    assert Event.objects.filter(session=session, idempotency_key__isnull=False).count() == len(
-        keys)
+    assert Event.objects.filter(session=session, idempotency_key__isnull=False).count() == len(keys)
     assert len(rows) == sum(map(sum, plans)) + WRITERS + len(keys)
     # Every process sent every keyed batch twice and was answered with at least one replay:
     # the second pass is part replay for all of them.
@@ -661,17 +722,22 @@ def test_all_three_paths_race_one_session_amid_pause_and_resume(
     session = make_session(project)
     rng = random.Random(6)
     small = [rng.randint(1, COPY_BELOW) for _ in range(30)]
-    blocks = [([rng.randint(1, COPY_BELOW) for _ in range(2)], ["commit", "rollback"][n % 2])
-              for n in range(12)]
+    blocks = [
+        ([rng.randint(1, COPY_BELOW) for _ in range(2)], ["commit", "rollback"][n % 2])
+        for n in range(12)
+    ]
     copies = [rng.randint(storage.COPY_FROM_ROWS, 40) for _ in range(6)]
     keyed = [[f"mk{j}-{n}" for n in range(10)] for j in range(2)]
     extra = [[f"mx{j}-{n}" for n in range(9)] for j in range(2)]
-    small_api, atomic, copy, toggler = pool.run(play, [
-        ("batches", str(session.pk), api_key[1], "m0", small, 40),
-        ("atomic", str(session.pk), "m1", blocks, 41),
-        ("copy", str(session.pk), None, "m2", copies, keyed, extra, 42, False),
-        ("toggle", str(session.pk), api_key[1], 3),
-    ])
+    small_api, atomic, copy, toggler = pool.run(
+        play,
+        [
+            ("batches", str(session.pk), api_key[1], "m0", small, 40),
+            ("atomic", str(session.pk), "m1", blocks, 41),
+            ("copy", str(session.pk), None, "m2", copies, keyed, extra, 42, False),
+            ("toggle", str(session.pk), api_key[1], 3),
+        ],
+    )
 
     writers = [small_api, atomic, copy]
     acks = _flat(writers) + _keyed_acks(copy["answered"])

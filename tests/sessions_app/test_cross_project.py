@@ -50,7 +50,9 @@ def _world() -> tuple:
     """Every row a request could change, to prove refused requests changed none."""
     return (
         [model_to_dict(s) for s in Session.objects.order_by("pk")],
-        Event.objects.count(), Snapshot.objects.count(), AuditEntry.objects.count(),
+        Event.objects.count(),
+        Snapshot.objects.count(),
+        AuditEntry.objects.count(),
     )
 
 
@@ -69,8 +71,9 @@ def test_it_has_a_request_for_every_session_endpoint():
 
 def test_it_answers_404_to_another_projects_key_on_every_session_endpoint(api, other_api, project):
     session = make_session(project, external_id="ext-1")
-    append_events(session, [EventDraft(kind="fact", content={"key": "k", "value": 1})],
-                  actor=Actor.system())
+    append_events(
+        session, [EventDraft(kind="fact", content={"key": "k", "value": 1})], actor=Actor.system()
+    )
     before = _world()
     for method, path, body in REQUESTS:
         url = path.format(session_id=session.pk)
@@ -109,10 +112,14 @@ def test_it_lists_and_opens_sessions_only_within_the_keys_project(api, other_api
 
 def test_it_finds_full_text_matches_only_within_the_project(api, other_api, project):
     session = make_session(project)
-    append_events(session, [EventDraft(kind="message", content={"text": "zebra crossing"})],
-                  actor=Actor.system())
+    append_events(
+        session,
+        [EventDraft(kind="message", content={"text": "zebra crossing"})],
+        actor=Actor.system(),
+    )
     assert [s["id"] for s in api.get("/sessions", {"q": "zebra"}).json()["sessions"]] == [
-        str(session.pk)]
+        str(session.pk)
+    ]
     assert other_api.get("/sessions", {"q": "zebra"}).json()["sessions"] == []
 
 

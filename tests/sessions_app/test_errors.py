@@ -35,7 +35,9 @@ def _assert_error(response, status: int, code: str | None = None) -> dict:
 def _world() -> tuple:
     return (
         list(Session.objects.order_by("pk").values_list("pk", "status", "head_seq")),
-        Event.objects.count(), Snapshot.objects.count(), AuditEntry.objects.count(),
+        Event.objects.count(),
+        Snapshot.objects.count(),
+        AuditEntry.objects.count(),
     )
 
 
@@ -45,8 +47,13 @@ def session(project):
 
 
 def _raw_post(api: ApiClient, path: str, body: bytes, **headers):
-    return api.client.generic("POST", f"/api/v1{path}", body, content_type="application/json",
-                              headers={**api.headers, **headers})
+    return api.client.generic(
+        "POST",
+        f"/api/v1{path}",
+        body,
+        content_type="application/json",
+        headers={**api.headers, **headers},
+    )
 
 
 # --- 400 ------------------------------------------------------------------------------------
@@ -108,8 +115,9 @@ def test_it_answers_405_for_methods_a_path_does_not_serve(api, session):
             if "{" in url:
                 continue  # another app's ids
             for method in {"GET", "POST", "PUT", "PATCH", "DELETE"} - served:
-                response = api.client.generic(method, url, b"{}", content_type="application/json",
-                                              headers=api.headers)
+                response = api.client.generic(
+                    method, url, b"{}", content_type="application/json", headers=api.headers
+                )
                 error = _assert_error(response, 405, "method_not_allowed")
                 assert set(response["Allow"].split(", ")) == served, (method, url)
                 assert error["detail"] == {"allowed": response["Allow"]}
@@ -128,8 +136,9 @@ def test_it_refuses_a_body_over_the_limit_by_content_length_before_parsing(api, 
     settings.SWITCHBOARD_MAX_BODY_BYTES = 2000
     before = _world()
     body = json.dumps({"events": [{"kind": "note", "content": {"pad": "x" * 3000}}]}).encode()
-    error = _assert_error(_raw_post(api, f"/sessions/{session.pk}/events", body), 413,
-                          "payload_too_large")
+    error = _assert_error(
+        _raw_post(api, f"/sessions/{session.pk}/events", body), 413, "payload_too_large"
+    )
     assert error["detail"] == {"limit": 2000, "size": len(body)}
     # Not even parsed: an oversize body that is not JSON is still a 413, not a 400.
     _assert_error(_raw_post(api, f"/sessions/{session.pk}/events", b"{" * 2500), 413)
@@ -143,10 +152,15 @@ def test_it_refuses_an_event_over_the_event_limit_and_writes_none_of_the_batch(
 ):
     settings.SWITCHBOARD_MAX_EVENT_BYTES = 500
     before = _world()
-    response = api.post(f"/sessions/{session.pk}/events", {"events": [
-        {"kind": "note", "content": {"ok": 1}},
-        {"kind": "message", "content": {"text": "y" * 600}},
-    ]})
+    response = api.post(
+        f"/sessions/{session.pk}/events",
+        {
+            "events": [
+                {"kind": "note", "content": {"ok": 1}},
+                {"kind": "message", "content": {"text": "y" * 600}},
+            ]
+        },
+    )
     error = _assert_error(response, 413, "payload_too_large")
     assert error["detail"]["index"] == 1 and error["detail"]["limit"] == 500
     assert _world() == before
@@ -207,16 +221,19 @@ def test_it_answers_429_when_a_key_exceeds_its_rate(transactional_db, project):
     session = make_session(project)
     raw = make_api_key(project)[1]
     other_raw = make_api_key(project, name="second")[1]
-    with asgi_server(SWITCHBOARD_API_RATE_PER_MINUTE="3",
-                     CACHE_KEY_PREFIX=f"throttle-test-{uuid.uuid4()}") as base_url:
-        client = httpx.Client(base_url=f"{base_url}/api/v1",
-                              headers={"Authorization": f"Bearer {raw}"})
+    with asgi_server(
+        SWITCHBOARD_API_RATE_PER_MINUTE="3", CACHE_KEY_PREFIX=f"throttle-test-{uuid.uuid4()}"
+    ) as base_url:
+        client = httpx.Client(
+            base_url=f"{base_url}/api/v1", headers={"Authorization": f"Bearer {raw}"}
+        )
         url = f"/sessions/{session.pk}/events"
         # The limit counts per clock minute: start well inside one so all four requests share it.
         while time.time() % 60 > 45:
             time.sleep(0.5)
-        statuses = [client.post(url, json={"events": [{"kind": "note"}]}).status_code
-                    for _ in range(3)]
+        statuses = [
+            client.post(url, json={"events": [{"kind": "note"}]}).status_code for _ in range(3)
+        ]
         assert statuses == [201, 201, 201]
         throttled = client.post(url, json={"events": [{"kind": "note"}]})
         assert throttled.status_code == 429
@@ -226,8 +243,10 @@ def test_it_answers_429_when_a_key_exceeds_its_rate(transactional_db, project):
         assert body["error"]["code"] == "rate_limited"
         assert int(throttled.headers["Retry-After"]) >= 1
         # The limit is per key.
-        other = httpx.get(f"{base_url}/api/v1/sessions/{session.pk}",
-                          headers={"Authorization": f"Bearer {other_raw}"})
+        other = httpx.get(
+            f"{base_url}/api/v1/sessions/{session.pk}",
+            headers={"Authorization": f"Bearer {other_raw}"},
+        )
         assert other.status_code == 200
     session.refresh_from_db()
     assert session.head_seq == 3  # the throttled request wrote nothing
@@ -238,12 +257,17 @@ def test_it_answers_503_when_the_database_is_unreachable():
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    with asgi_server(DATABASE_URL=f"postgres://postgres@127.0.0.1:{port}/switchboard",
-                     DB_POOL_TIMEOUT="1") as base_url:
+    with asgi_server(
+        DATABASE_URL=f"postgres://postgres@127.0.0.1:{port}/switchboard", DB_POOL_TIMEOUT="1"
+    ) as base_url:
         for method, path in (("GET", "/sessions"), ("POST", "/sessions")):
-            response = httpx.request(method, f"{base_url}/api/v1{path}", json={"agent": "a"},
-                                     headers={"Authorization": "Bearer sb_abcd1234_secret"},
-                                     timeout=30)
+            response = httpx.request(
+                method,
+                f"{base_url}/api/v1{path}",
+                json={"agent": "a"},
+                headers={"Authorization": "Bearer sb_abcd1234_secret"},
+                timeout=30,
+            )
             assert response.status_code == 503, response.text
             assert response.headers["content-type"] == "application/json"
             assert response.json()["error"]["code"] == "unavailable"
@@ -262,10 +286,13 @@ def test_it_refuses_a_forged_list_cursor_with_422(api, project):
 def test_it_refuses_numbers_beyond_the_columns_with_422_and_writes_nothing(api, session):
     before = _world()
     too_big = 2**31
-    for body in ({"events": [{"kind": "note", "tokens": too_big}]},
-                 {"events": [{"kind": "note"}], "expected_head_seq": too_big}):
+    for body in (
+        {"events": [{"kind": "note", "tokens": too_big}]},
+        {"events": [{"kind": "note"}], "expected_head_seq": too_big},
+    ):
         _assert_error(api.post(f"/sessions/{session.pk}/events", body), 422, "invalid_input")
-    _assert_error(api.post("/sessions", {"agent": "a", "budget": {"max_tokens": 2**63}}),
-                  422, "invalid_input")
+    _assert_error(
+        api.post("/sessions", {"agent": "a", "budget": {"max_tokens": 2**63}}), 422, "invalid_input"
+    )
     _assert_error(api.get(f"/sessions/{session.pk}/events", {"after_seq": too_big}), 422)
     assert _world() == before

@@ -33,11 +33,17 @@ def test_it_streams_every_event_once_in_order(api, project):
     session = make_session(project)
     actor = Actor.system()
     # More than one read chunk (1,000 rows), with every kind of content.
-    append_events(session, [EventDraft(kind="message", role="user",
-                                       content={"text": f"m{i}", "n": i}, tokens=1)
-                            for i in range(1, 2401)], actor=actor)
-    append_events(session, [EventDraft(kind="fact", content={"key": "k", "value": [1, None]})],
-                  actor=actor)
+    append_events(
+        session,
+        [
+            EventDraft(kind="message", role="user", content={"text": f"m{i}", "n": i}, tokens=1)
+            for i in range(1, 2401)
+        ],
+        actor=actor,
+    )
+    append_events(
+        session, [EventDraft(kind="fact", content={"key": "k", "value": [1, None]})], actor=actor
+    )
 
     lines = _lines(api.get(f"/sessions/{session.pk}/export"))
 
@@ -48,18 +54,31 @@ def test_it_streams_every_event_once_in_order(api, project):
     assert {line["session_id"] for line in lines} == {str(session.pk)}
     audit = AuditEntry.objects.get(action="session.export", target_id=str(session.pk))
     assert audit.actor.startswith("key:") and audit.detail == {"head_seq": 2401}
-    assert set(lines[0]) >= {"seq", "kind", "tier", "role", "content", "tokens", "cost",
-                             "actor", "idempotency_key", "created_at", "session_id"}
+    assert set(lines[0]) >= {
+        "seq",
+        "kind",
+        "tier",
+        "role",
+        "content",
+        "tokens",
+        "cost",
+        "actor",
+        "idempotency_key",
+        "created_at",
+        "session_id",
+    }
 
 
 def test_it_exports_a_fork_with_its_parents_prefix(api, project):
     parent = make_session(project)
     actor = Actor.system()
-    append_events(parent, [EventDraft(kind="note", content={"p": i}) for i in range(1, 8)],
-                  actor=actor)
+    append_events(
+        parent, [EventDraft(kind="note", content={"p": i}) for i in range(1, 8)], actor=actor
+    )
     fork = fork_session(parent, at_seq=4, actor=actor)
-    append_events(fork, [EventDraft(kind="note", content={"f": i}) for i in range(5, 7)],
-                  actor=actor)
+    append_events(
+        fork, [EventDraft(kind="note", content={"f": i}) for i in range(5, 7)], actor=actor
+    )
 
     lines = _lines(api.get(f"/sessions/{fork.pk}/export"))
 

@@ -11,15 +11,16 @@ from tests.factories import make_session
 
 def _append(session: Session, drafts: list[EventDraft]) -> None:
     for start in range(0, len(drafts), 1000):
-        append_events(session, drafts[start:start + 1000], actor=Actor.system())
+        append_events(session, drafts[start : start + 1000], actor=Actor.system())
 
 
 def _seqs_and_contents(api, session_id, **params) -> list[tuple[int, dict]]:
     rows: list[tuple[int, dict]] = []
     after = 0
     while True:
-        body = api.get(f"/sessions/{session_id}/events",
-                       {"after_seq": after, "limit": 1000, **params}).json()
+        body = api.get(
+            f"/sessions/{session_id}/events", {"after_seq": after, "limit": 1000, **params}
+        ).json()
         rows += [(e["seq"], e["content"]) for e in body["events"]]
         if not body["has_more"]:
             return rows
@@ -28,8 +29,10 @@ def _seqs_and_contents(api, session_id, **params) -> list[tuple[int, dict]]:
 
 def test_it_forks_a_10000_event_session_without_copying_events(api, project):
     parent = make_session(project, title="long")
-    _append(parent, [EventDraft(kind="state", content={"i": i, f"k{i % 3}": i})
-                     for i in range(1, 10_001)])
+    _append(
+        parent,
+        [EventDraft(kind="state", content={"i": i, f"k{i % 3}": i}) for i in range(1, 10_001)],
+    )
     rows_before = Event.objects.count()
 
     response = api.post(f"/sessions/{parent.pk}/fork", {"at_seq": 5000, "title": "branch"})
@@ -38,14 +41,23 @@ def test_it_forks_a_10000_event_session_without_copying_events(api, project):
     assert Event.objects.count() == rows_before  # copy-on-write: no event row inserted
     fork = Session.objects.get(pk=response.json()["id"])
     assert (fork.parent_id, fork.fork_seq, fork.head_seq, fork.status, fork.title) == (
-        parent.pk, 5000, 5000, "open", "branch")
+        parent.pk,
+        5000,
+        5000,
+        "open",
+        "branch",
+    )
     assert response.json()["lineage"] == {
-        "parent_id": str(parent.pk), "fork_seq": 5000,
-        "ancestry": [{"session_id": str(parent.pk), "upto_seq": 5000}]}
+        "parent_id": str(parent.pk),
+        "fork_seq": 5000,
+        "ancestry": [{"session_id": str(parent.pk), "upto_seq": 5000}],
+    }
     assert AuditEntry.objects.filter(action="session.fork", target_id=str(fork.pk)).exists()
 
-    api.post(f"/sessions/{fork.pk}/events",
-             {"events": [{"kind": "state", "content": {"own": True, "k0": None}}]})
+    api.post(
+        f"/sessions/{fork.pk}/events",
+        {"events": [{"kind": "state", "content": {"own": True, "k0": None}}]},
+    )
     assert Event.objects.count() == rows_before + 1
 
     tail = api.get(f"/sessions/{fork.pk}/events", {"after_seq": 4997}).json()
@@ -68,15 +80,21 @@ def test_it_forks_a_fork_and_reads_through_both_ancestors(api, project):
     root = make_session(project)
     _append(root, [EventDraft(kind="note", content={"root": i}) for i in range(1, 11)])
     child_id = api.post(f"/sessions/{root.pk}/fork", {"at_seq": 6}).json()["id"]
-    api.post(f"/sessions/{child_id}/events",
-             {"events": [{"kind": "note", "content": {"child": i}} for i in range(7, 10)]})
+    api.post(
+        f"/sessions/{child_id}/events",
+        {"events": [{"kind": "note", "content": {"child": i}} for i in range(7, 10)]},
+    )
     grandchild = api.post(f"/sessions/{child_id}/fork", {"at_seq": 8})
     assert grandchild.status_code == 201
     grandchild_id = grandchild.json()["id"]
     assert grandchild.json()["lineage"]["ancestry"] == [
-        {"session_id": str(root.pk), "upto_seq": 6}, {"session_id": child_id, "upto_seq": 8}]
-    api.post(f"/sessions/{grandchild_id}/events",
-             {"events": [{"kind": "note", "content": {"grandchild": i}} for i in range(9, 11)]})
+        {"session_id": str(root.pk), "upto_seq": 6},
+        {"session_id": child_id, "upto_seq": 8},
+    ]
+    api.post(
+        f"/sessions/{grandchild_id}/events",
+        {"events": [{"kind": "note", "content": {"grandchild": i}} for i in range(9, 11)]},
+    )
 
     assert _seqs_and_contents(api, grandchild_id) == (
         [(i, {"root": i}) for i in range(1, 7)]
@@ -84,7 +102,8 @@ def test_it_forks_a_fork_and_reads_through_both_ancestors(api, project):
         + [(9, {"grandchild": 9}), (10, {"grandchild": 10})]
     )
     assert _seqs_and_contents(api, child_id) == (
-        [(i, {"root": i}) for i in range(1, 7)] + [(i, {"child": i}) for i in range(7, 10)])
+        [(i, {"root": i}) for i in range(1, 7)] + [(i, {"child": i}) for i in range(7, 10)]
+    )
     assert _seqs_and_contents(api, root.pk) == [(i, {"root": i}) for i in range(1, 11)]
 
     # Forking the grandchild inside the root's prefix needs only the root.
@@ -96,19 +115,26 @@ def test_it_forks_a_fork_and_reads_through_both_ancestors(api, project):
 
 def test_it_rewinds_by_forking_at_an_earlier_seq(api, project):
     session = make_session(project)
-    api.post(f"/sessions/{session.pk}/events", {"events": [
-        {"kind": "state", "content": {"plan": "A"}},
-        {"kind": "fact", "content": {"key": "city", "value": "Oslo"}},
-        {"kind": "state", "content": {"plan": "B"}},
-        {"kind": "fact", "content": {"key": "city", "value": "Rome"}},
-    ]})
+    api.post(
+        f"/sessions/{session.pk}/events",
+        {
+            "events": [
+                {"kind": "state", "content": {"plan": "A"}},
+                {"kind": "fact", "content": {"key": "city", "value": "Oslo"}},
+                {"kind": "state", "content": {"plan": "B"}},
+                {"kind": "fact", "content": {"key": "city", "value": "Rome"}},
+            ]
+        },
+    )
     rewound = api.post(f"/sessions/{session.pk}/fork", {"at_seq": 2}).json()
     state = api.get(f"/sessions/{rewound['id']}/state").json()
     assert state["state"] == {"plan": "A"}
     assert state["facts"] == {"city": {"value": "Oslo", "seq": 2}}
 
-    api.post(f"/sessions/{rewound['id']}/events",
-             {"events": [{"kind": "state", "content": {"plan": "C"}}]})
+    api.post(
+        f"/sessions/{rewound['id']}/events",
+        {"events": [{"kind": "state", "content": {"plan": "C"}}]},
+    )
     assert api.get(f"/sessions/{rewound['id']}/state").json()["state"] == {"plan": "C"}
     assert api.get(f"/sessions/{session.pk}/state").json()["state"] == {"plan": "B"}
 

@@ -20,9 +20,12 @@ STATUSES = ["open", "paused", "resumed", "closed", "archived"]
 TARGETS = ["paused", "resumed", "closed", "archived"]
 # The diagram, transcribed here independently of models.ALLOWED_TRANSITIONS.
 DIAGRAM = {
-    ("open", "paused"), ("open", "closed"),
-    ("paused", "resumed"), ("paused", "closed"),
-    ("resumed", "paused"), ("resumed", "closed"),
+    ("open", "paused"),
+    ("open", "closed"),
+    ("paused", "resumed"),
+    ("paused", "closed"),
+    ("resumed", "paused"),
+    ("resumed", "closed"),
     ("closed", "archived"),
 }
 # How to reach each status from open, through the services.
@@ -34,8 +37,12 @@ PATHS = {
     "archived": [close_session, archive_session],
 }
 ENDPOINTS = {"paused": "pause", "resumed": "resume", "closed": "close"}  # archive: no endpoint
-SERVICES = {"paused": pause_session, "resumed": resume_session, "closed": close_session,
-            "archived": archive_session}
+SERVICES = {
+    "paused": pause_session,
+    "resumed": resume_session,
+    "closed": close_session,
+    "archived": archive_session,
+}
 
 
 def _session_in(project, status: str) -> Session:
@@ -61,14 +68,18 @@ def _move(api, session: Session, to: str, reason: str):
 def _snapshot(session: Session) -> tuple:
     session.refresh_from_db()
     return (
-        session.status, session.head_seq, session.closed_at, session.archived_at,
+        session.status,
+        session.head_seq,
+        session.closed_at,
+        session.archived_at,
         Event.objects.filter(session=session).count(),
         AuditEntry.objects.filter(target_id=str(session.pk)).count(),
     )
 
 
-@pytest.mark.parametrize(("start", "to"), [(s, t) for s in STATUSES for t in TARGETS
-                                            if (s, t) in DIAGRAM])
+@pytest.mark.parametrize(
+    ("start", "to"), [(s, t) for s in STATUSES for t in TARGETS if (s, t) in DIAGRAM]
+)
 def test_it_makes_every_allowed_transition_with_a_lifecycle_event_and_audit(
     api, api_key, project, start, to
 ):
@@ -96,8 +107,9 @@ def test_it_makes_every_allowed_transition_with_a_lifecycle_event_and_audit(
     assert (session.archived_at is not None) == (to == "archived")
 
 
-@pytest.mark.parametrize(("start", "to"), [(s, t) for s in STATUSES for t in TARGETS
-                                            if (s, t) not in DIAGRAM])
+@pytest.mark.parametrize(
+    ("start", "to"), [(s, t) for s in STATUSES for t in TARGETS if (s, t) not in DIAGRAM]
+)
 def test_it_refuses_every_other_transition_with_409_and_changes_nothing(api, project, start, to):
     session = _session_in(project, start)
     before = _snapshot(session)
@@ -115,8 +127,14 @@ def test_it_refuses_every_other_transition_with_409_and_changes_nothing(api, pro
 
 def test_it_pauses_and_resumes_without_a_body(api, project):
     session = make_session(project)
-    assert api.client.post(f"/api/v1/sessions/{session.pk}/pause",
-                           headers=api.headers, content_type="application/json").status_code == 200
+    assert (
+        api.client.post(
+            f"/api/v1/sessions/{session.pk}/pause",
+            headers=api.headers,
+            content_type="application/json",
+        ).status_code
+        == 200
+    )
     session.refresh_from_db()
     assert session.status == "paused"
     assert Event.objects.get(session=session, seq=1).content["reason"] == ""
@@ -126,8 +144,10 @@ def test_it_pauses_and_resumes_without_a_body(api, project):
 def test_it_refuses_appends_to_a_closed_or_archived_session(api, project, status):
     session = _session_in(project, status)
     before = _snapshot(session)
-    response = api.post(f"/sessions/{session.pk}/events",
-                        {"events": [{"kind": "message", "content": {"text": "late"}}]})
+    response = api.post(
+        f"/sessions/{session.pk}/events",
+        {"events": [{"kind": "message", "content": {"text": "late"}}]},
+    )
     assert response.status_code == 409
     assert response.json()["error"]["code"] == "session_not_writable"
     assert response.json()["error"]["detail"] == {"status": status}
@@ -137,12 +157,14 @@ def test_it_refuses_appends_to_a_closed_or_archived_session(api, project, status
 def test_it_pauses_a_session_whose_token_budget_is_exceeded(api, project):
     opened = api.post("/sessions", {"agent": "spender", "budget": {"max_tokens": 100}})
     session = Session.objects.get(pk=opened.json()["id"])
-    at_limit = api.post(f"/sessions/{session.pk}/events",
-                        {"events": [{"kind": "message", "tokens": 100}]})
+    at_limit = api.post(
+        f"/sessions/{session.pk}/events", {"events": [{"kind": "message", "tokens": 100}]}
+    )
     assert at_limit.json()["status"] == "open"  # reaching the budget is not exceeding it
 
-    over = api.post(f"/sessions/{session.pk}/events",
-                    {"events": [{"kind": "message", "tokens": 1}]})
+    over = api.post(
+        f"/sessions/{session.pk}/events", {"events": [{"kind": "message", "tokens": 1}]}
+    )
     assert over.status_code == 201
     assert over.json()["status"] == "paused"
     session.refresh_from_db()
@@ -151,8 +173,12 @@ def test_it_pauses_a_session_whose_token_budget_is_exceeded(api, project):
     assert event.kind == "lifecycle" and event.actor == "budget"
     assert (event.content["from"], event.content["to"]) == ("open", "paused")
     assert "budget exceeded" in event.content["reason"] and "tokens" in event.content["reason"]
-    assert AuditEntry.objects.filter(
-        target_id=str(session.pk), action="session.paused", actor="budget").count() == 1
+    assert (
+        AuditEntry.objects.filter(
+            target_id=str(session.pk), action="session.paused", actor="budget"
+        ).count()
+        == 1
+    )
 
     # Already paused: further spending is recorded, and pauses nothing again.
     again = api.post(f"/sessions/{session.pk}/events", {"events": [{"kind": "note", "tokens": 5}]})
@@ -164,9 +190,15 @@ def test_it_pauses_a_resumed_session_whose_cost_budget_is_exceeded(api, project)
     session = make_session(project, budget_max_cost=Decimal("1.00"))
     pause_session(session, actor=Actor.system(), reason="first")
     resume_session(session, actor=Actor.system(), reason="go on")
-    response = api.post(f"/sessions/{session.pk}/events",
-                        {"events": [{"kind": "tool_call", "cost": "0.60"},
-                                    {"kind": "tool_result", "cost": "0.60"}]})
+    response = api.post(
+        f"/sessions/{session.pk}/events",
+        {
+            "events": [
+                {"kind": "tool_call", "cost": "0.60"},
+                {"kind": "tool_result", "cost": "0.60"},
+            ]
+        },
+    )
     assert response.json()["status"] == "paused"
     session.refresh_from_db()
     assert session.status == "paused" and session.cost_used == Decimal("1.2")

@@ -26,8 +26,10 @@ def test_it_creates_a_project_and_a_key_that_authenticates(db):
     api_key = ApiKey.objects.get(project=project)
     assert api_key.name == "ci" and raw_key.startswith(f"sb_{api_key.prefix}_")
     assert raw_key not in api_key.hashed_secret
-    assert AuditEntry.objects.filter(project=project, action="api_key.create",
-                                     actor="cli").count() == 1
+    assert (
+        AuditEntry.objects.filter(project=project, action="api_key.create", actor="cli").count()
+        == 1
+    )
 
     api = ApiClient(raw_key)
     opened = api.post("/sessions", {"agent": "cli-agent"})

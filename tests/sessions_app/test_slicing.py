@@ -44,9 +44,12 @@ def lineage(project):
 
 def _expected(session: Session, *, after, before, limit, kinds, tier, order):
     rows = [
-        e for e in visible_events(session)
-        if (after is None or e.seq > after) and (before is None or e.seq < before)
-        and (not kinds or e.kind in kinds) and (tier is None or e.tier == tier)
+        e
+        for e in visible_events(session)
+        if (after is None or e.seq > after)
+        and (before is None or e.seq < before)
+        and (not kinds or e.kind in kinds)
+        and (tier is None or e.tier == tier)
     ]
     if order == "desc":
         rows.reverse()
@@ -55,8 +58,9 @@ def _expected(session: Session, *, after, before, limit, kinds, tier, order):
     )
 
 
-@settings(max_examples=120, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     which=st.integers(0, 2),
     after=st.none() | st.integers(0, 40),
@@ -82,10 +86,12 @@ def test_it_slices_like_a_naive_filter_of_the_whole_history(
     response = api.get(f"/sessions/{session.pk}/events", params)
     assert response.status_code == 200, response.content
     body = response.json()
-    rows, has_more = _expected(session, after=after, before=before, limit=limit, kinds=kinds,
-                               tier=tier, order=order)
-    assert [(e["seq"], e["kind"], e["tier"], e["content"], e["session_id"])
-            for e in body["events"]] == rows
+    rows, has_more = _expected(
+        session, after=after, before=before, limit=limit, kinds=kinds, tier=tier, order=order
+    )
+    assert [
+        (e["seq"], e["kind"], e["tier"], e["content"], e["session_id"]) for e in body["events"]
+    ] == rows
     assert body["has_more"] is has_more
     assert body["head_seq"] == session.head_seq
 
@@ -94,14 +100,16 @@ def test_it_pages_through_a_fork_with_after_seq_and_has_more(api, lineage):
     grandchild = lineage[2]
     seen, after = [], 0
     while True:
-        body = api.get(f"/sessions/{grandchild.pk}/events",
-                       {"after_seq": after, "limit": 7}).json()
+        body = api.get(f"/sessions/{grandchild.pk}/events", {"after_seq": after, "limit": 7}).json()
         seen += [(e["seq"], e["content"]["tag"]) for e in body["events"]]
         if not body["has_more"]:
             break
         after = body["events"][-1]["seq"]
-    assert seen == ([(s, "root") for s in range(1, 13)] + [(s, "child") for s in range(13, 19)]
-                    + [(s, "grandchild") for s in range(19, 27)])
+    assert seen == (
+        [(s, "root") for s in range(1, 13)]
+        + [(s, "child") for s in range(13, 19)]
+        + [(s, "grandchild") for s in range(19, 27)]
+    )
 
 
 def test_it_filters_by_kind_and_tier(api, project):
@@ -111,16 +119,29 @@ def test_it_filters_by_kind_and_tier(api, project):
     assert [e["seq"] for e in facts] == [6, 13]
     durable = api.get(f"/sessions/{session.pk}/events", {"tier": "durable"}).json()["events"]
     assert [(e["seq"], e["kind"]) for e in durable] == [
-        (1, "message"), (6, "fact"), (7, "decision"), (13, "fact"), (14, "decision")]
-    newest = api.get(f"/sessions/{session.pk}/events",
-                     {"order": "desc", "limit": 2, "before_seq": 14}).json()
+        (1, "message"),
+        (6, "fact"),
+        (7, "decision"),
+        (13, "fact"),
+        (14, "decision"),
+    ]
+    newest = api.get(
+        f"/sessions/{session.pk}/events", {"order": "desc", "limit": 2, "before_seq": 14}
+    ).json()
     assert [e["seq"] for e in newest["events"]] == [13, 12] and newest["has_more"] is True
 
 
 @pytest.mark.parametrize(
     "params",
-    [{"limit": 0}, {"limit": 1001}, {"after_seq": -1}, {"before_seq": 0}, {"kind": "lunch"},
-     {"tier": "eternal"}, {"order": "sideways"}],
+    [
+        {"limit": 0},
+        {"limit": 1001},
+        {"after_seq": -1},
+        {"before_seq": 0},
+        {"kind": "lunch"},
+        {"tier": "eternal"},
+        {"order": "sideways"},
+    ],
 )
 def test_it_refuses_bad_slice_parameters_with_422(api, project, params):
     session = make_session(project)

@@ -4,8 +4,12 @@ def test_it_opens_appends_and_reads_back(api):
     session_id = opened.json()["id"]
     appended = api.post(
         f"/sessions/{session_id}/events",
-        {"events": [{"kind": "message", "role": "user", "content": {"text": "hi"}},
-                    {"kind": "state", "content": {"step": 1}}]},
+        {
+            "events": [
+                {"kind": "message", "role": "user", "content": {"text": "hi"}},
+                {"kind": "state", "content": {"step": 1}},
+            ]
+        },
     )
     assert appended.status_code == 201
     assert [e["seq"] for e in appended.json()["events"]] == [1, 2]

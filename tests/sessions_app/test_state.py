@@ -27,13 +27,19 @@ PATCH_VALUES = st.recursive(
     max_leaves=8,
 )
 EVENTS = st.one_of(
-    st.builds(lambda p: {"kind": "state", "content": p},
-              st.dictionaries(KEYS, PATCH_VALUES, max_size=4)),
-    st.builds(lambda k, v: {"kind": "fact", "content": {"key": k, "value": v}},
-              st.sampled_from(["x", "y", "z"]), PATCH_VALUES),
+    st.builds(
+        lambda p: {"kind": "state", "content": p}, st.dictionaries(KEYS, PATCH_VALUES, max_size=4)
+    ),
+    st.builds(
+        lambda k, v: {"kind": "fact", "content": {"key": k, "value": v}},
+        st.sampled_from(["x", "y", "z"]),
+        PATCH_VALUES,
+    ),
     st.just({"kind": "note", "content": {"ignored": True}}),
-    st.builds(lambda t: {"kind": "message", "role": "user", "content": {"text": t}},
-              st.text("ab ", max_size=5)),
+    st.builds(
+        lambda t: {"kind": "message", "role": "user", "content": {"text": t}},
+        st.text("ab ", max_size=5),
+    ),
 )
 OPERATIONS = st.one_of(
     st.tuples(st.just("append"), st.integers(0, 20), st.lists(EVENTS, min_size=1, max_size=6)),
@@ -67,7 +73,9 @@ def _check_session(api: ApiClient, session: Session, every: int) -> None:
         assert (folded.seq, folded.state, folded.facts) == (p, *fold(events, p)), p
     at_head = api.get(f"/sessions/{session.pk}/state").json()
     assert (at_head["seq"], at_head["state"], at_head["facts"]) == (
-        session.head_seq, *fold(events, session.head_seq))
+        session.head_seq,
+        *fold(events, session.head_seq),
+    )
 
 
 @settings(
@@ -110,8 +118,10 @@ def test_it_folds_at_most_one_interval_of_events_whatever_the_log_length(
         with django_capture_on_commit_callbacks(execute=True):
             append_events(
                 session,
-                [EventDraft(kind="state", content={"n": batch * 250 + i, f"k{i % 7}": i})
-                 for i in range(250)],
+                [
+                    EventDraft(kind="state", content={"n": batch * 250 + i, f"k{i % 7}": i})
+                    for i in range(250)
+                ],
                 actor=Actor.system(),
             )
     session.refresh_from_db()
@@ -137,9 +147,13 @@ def test_it_applies_merge_patches_with_nulls_and_nesting(api, project):
         {"a": {"b": None, "e": {"f": None}}, "d": None},
         {"a": {"c": None}, "g": [None, {"h": None}]},
     ]
-    api.post(f"/sessions/{session.pk}/events",
-             {"events": [{"kind": "state", "content": p} for p in patches]
-              + [{"kind": "fact", "content": {"key": "k", "value": None}}]})
+    api.post(
+        f"/sessions/{session.pk}/events",
+        {
+            "events": [{"kind": "state", "content": p} for p in patches]
+            + [{"kind": "fact", "content": {"key": "k", "value": None}}]
+        },
+    )
     body = api.get(f"/sessions/{session.pk}/state").json()
     assert body["state"] == {"a": {"e": {}}, "g": [None, {"h": None}]}
     assert body["facts"] == {"k": {"value": None, "seq": 4}}

@@ -22,18 +22,23 @@ pytestmark = pytest.mark.skipif(
 
 
 def say(session, *texts):
-    append_events(session, [EventDraft(kind="message", content={"text": t}) for t in texts],
-                  actor=Actor.system())
+    append_events(
+        session,
+        [EventDraft(kind="message", content={"text": t}) for t in texts],
+        actor=Actor.system(),
+    )
 
 
 def filler(session, n):
-    append_events(session, [EventDraft(kind="note", content={"i": i}) for i in range(n)],
-                  actor=Actor.system())
+    append_events(
+        session, [EventDraft(kind="note", content={"i": i}) for i in range(n)], actor=Actor.system()
+    )
 
 
 def found(project, text, strategy):
-    page, _ = page_sessions(sessions_matching_text(project, text, strategy=strategy),
-                            cursor=None, limit=200)
+    page, _ = page_sessions(
+        sessions_matching_text(project, text, strategy=strategy), cursor=None, limit=200
+    )
     return [s.title for s in page]
 
 
@@ -59,14 +64,17 @@ def corpus(project, other_project):
 
 
 @pytest.mark.parametrize("strategy", ["walk", "collect"])
-@pytest.mark.parametrize("text,expected", [
-    ("zebra", ["small", "long, match old", "long, match recent"]),
-    ("ZEBRA", ["small", "long, match old", "long, match recent"]),
-    ("zebra crossing", ["long, match recent"]),
-    ("crossing", ["other words", "long, match recent"]),
-    ("giraffe", []),
-    ("!!!", []),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("zebra", ["small", "long, match old", "long, match recent"]),
+        ("ZEBRA", ["small", "long, match old", "long, match recent"]),
+        ("zebra crossing", ["long, match recent"]),
+        ("crossing", ["other words", "long, match recent"]),
+        ("giraffe", []),
+        ("!!!", []),
+    ],
+)
 def test_both_strategies_find_the_same_sessions(corpus, strategy, text, expected):
     assert found(corpus, text, strategy) == expected
 
@@ -85,8 +93,7 @@ def test_the_estimate_collects_without_statistics_and_for_rare_terms(project, mo
     assert text_search_strategy("!!!") == "collect"
     monkeypatch.setattr(queries, "SEARCH_COLLECT_MAX_EVENTS", 1000)
     assert text_search_strategy("common") == "collect"  # ~60 matches: few enough to collect
-    assert found(project, "common", None) == found(project, "common", "walk") == [
-        session.title]
+    assert found(project, "common", None) == found(project, "common", "walk") == [session.title]
 
 
 @pytest.mark.parametrize("strategy", ["walk", "collect"])
@@ -100,8 +107,9 @@ def test_text_and_task_filters_combine(corpus, strategy, monkeypatch):
     monkeypatch.setattr(queries, "text_search_strategy", lambda text: strategy)
 
     def titles(**filters):
-        page, _ = page_sessions(session_rows(corpus, SessionListFilters(q="zebra", **filters)),
-                                cursor=None, limit=200)
+        page, _ = page_sessions(
+            session_rows(corpus, SessionListFilters(q="zebra", **filters)), cursor=None, limit=200
+        )
         return [s.title for s in page]
 
     assert titles(has_task=True) == ["long, match old"]

@@ -22,18 +22,22 @@ def transition_each_at_once(raw_key: str, task_ids: list[str], to: str) -> list[
     results = []
     for task_id in task_ids:
         barrier().wait()
-        response = client.post(f"/tasks/{task_id}/transitions",
-                               {"to": to, "expected_version": 3, "reason": f"to {to}"})
+        response = client.post(
+            f"/tasks/{task_id}/transitions", {"to": to, "expected_version": 3, "reason": f"to {to}"}
+        )
         body = response.json()
-        results.append((response.status_code, body["error"]["code"] if "error" in body else
-                        body["state"]))
+        results.append(
+            (response.status_code, body["error"]["code"] if "error" in body else body["state"])
+        )
     return results
 
 
 def test_it_lets_exactly_one_of_two_processes_win_each_race(transactional_db, project):
     raw_key = make_api_key(project)[1]
-    tasks = [drive(make_task(project, "research_report"), ["drafting", "reviewing"])
-             for _ in range(ROUNDS)]
+    tasks = [
+        drive(make_task(project, "research_report"), ["drafting", "reviewing"])
+        for _ in range(ROUNDS)
+    ]
     assert {t.version for t in tasks} == {3}
     task_ids = [str(t.pk) for t in tasks]
 
@@ -48,6 +52,7 @@ def test_it_lets_exactly_one_of_two_processes_win_each_race(transactional_db, pr
         winner_state = outcomes[0][1]
         task.refresh_from_db()
         assert (task.state, task.version) == (winner_state, 4)
-        moves = TaskHistory.objects.filter(task=task, kind=HistoryKind.TRANSITION,
-                                           from_state="reviewing")
+        moves = TaskHistory.objects.filter(
+            task=task, kind=HistoryKind.TRANSITION, from_state="reviewing"
+        )
         assert [(m.to_state, m.reason) for m in moves] == [(winner_state, f"to {winner_state}")]

@@ -12,12 +12,15 @@ from .helpers import assert_error, drive
 
 def test_it_creates_a_task_in_the_initial_state_with_its_declared_steps(api, project, api_key):
     session = make_session(project)
-    response = api.post("/tasks", {
-        "workflow": "document_approval",
-        "params": {"document_id": "doc-42", "reviewers": ["ana"]},
-        "metadata": {"source": "crm"},
-        "session_ids": [str(session.pk)],
-    })
+    response = api.post(
+        "/tasks",
+        {
+            "workflow": "document_approval",
+            "params": {"document_id": "doc-42", "reviewers": ["ana"]},
+            "metadata": {"source": "crm"},
+            "session_ids": [str(session.pk)],
+        },
+    )
     assert response.status_code == 201
     body = response.json()
     task = Task.objects.get(pk=body["id"])
@@ -29,7 +32,9 @@ def test_it_creates_a_task_in_the_initial_state_with_its_declared_steps(api, pro
     assert task.initiated_by == f"key:{api_key[0].prefix}"
     assert task.initiated_by_key == api_key[0]
     assert [(s.key, s.status, s.max_attempts) for s in Step.objects.filter(task=task)] == [
-        ("draft", "pending", 3), ("review", "pending", 2), ("revise", "pending", 3),
+        ("draft", "pending", 3),
+        ("review", "pending", 2),
+        ("revise", "pending", 3),
         ("publish", "pending", 5),
     ]
     assert list(TaskSession.objects.filter(task=task).values_list("session_id", flat=True)) == [
@@ -61,7 +66,8 @@ def test_it_refuses_an_unknown_workflow_naming_the_available_ones(api, project):
     assert {"document_approval", "research_report"} <= set(error["detail"]["available"])
     error = assert_error(
         api.post("/tasks", {"workflow": "document_approval", "workflow_version": 9}),
-        422, "unknown_workflow",
+        422,
+        "unknown_workflow",
     )
     assert not Task.objects.filter(project=project).exists()
 
@@ -69,8 +75,9 @@ def test_it_refuses_an_unknown_workflow_naming_the_available_ones(api, project):
 def test_it_refuses_malformed_input_writing_nothing(api, project):
     assert_error(api.post("/tasks", {}), 422, "invalid_input")
     assert_error(api.post("/tasks", {"workflow": "document_approval", "params": [1]}), 422)
-    assert_error(api.post("/tasks", {"workflow": "document_approval",
-                                     "session_ids": ["not-a-uuid"]}), 422)
+    assert_error(
+        api.post("/tasks", {"workflow": "document_approval", "session_ids": ["not-a-uuid"]}), 422
+    )
     assert not Task.objects.filter(project=project).exists()
 
 
@@ -78,7 +85,8 @@ def test_it_refuses_another_projects_session_writing_nothing(api, project, other
     foreign = make_session(other_project)
     error = assert_error(
         api.post("/tasks", {"workflow": "document_approval", "session_ids": [str(foreign.pk)]}),
-        404, "not_found",
+        404,
+        "not_found",
     )
     assert error["detail"] == {"session_ids": [str(foreign.pk)]}
     assert not Task.objects.filter(project=project).exists()
@@ -87,8 +95,9 @@ def test_it_refuses_another_projects_session_writing_nothing(api, project, other
 def test_it_needs_an_api_key(project):
     from tests.conftest import ApiClient
 
-    assert_error(ApiClient(None).post("/tasks", {"workflow": "document_approval"}), 401,
-                 "unauthorized")
+    assert_error(
+        ApiClient(None).post("/tasks", {"workflow": "document_approval"}), 401, "unauthorized"
+    )
     assert_error(ApiClient("sb_nope_nope").get("/tasks"), 401, "unauthorized")
 
 

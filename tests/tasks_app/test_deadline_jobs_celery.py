@@ -23,8 +23,15 @@ pytestmark = [pytest.mark.slow]
 
 def waiting_review(project, deadline):
     task = make_task(project)
-    update_step(task, "review", status="waiting", attempt=1, actor=TESTER,
-                waiting_on="review_decision", wait_deadline=deadline)
+    update_step(
+        task,
+        "review",
+        status="waiting",
+        attempt=1,
+        actor=TESTER,
+        waiting_on="review_decision",
+        wait_deadline=deadline,
+    )
     return task
 
 
@@ -54,8 +61,13 @@ def test_it_expires_a_wait_when_beat_fires_after_the_deadline(transactional_db, 
     # Only this test's schedule runs, every second, on this test's queue.
     PeriodicTask.objects.update(enabled=False)
     every_second, _ = IntervalSchedule.objects.get_or_create(every=1, period="seconds")
-    PeriodicTask.objects.create(name=f"expire for {queue}", task="tasks_app.expire_step_deadlines",
-                                interval=every_second, queue=queue, kwargs="{}")
+    PeriodicTask.objects.create(
+        name=f"expire for {queue}",
+        task="tasks_app.expire_step_deadlines",
+        interval=every_second,
+        queue=queue,
+        kwargs="{}",
+    )
     deadline = timezone.now() + timedelta(seconds=3)
     soon = waiting_review(project, deadline)
     later = waiting_review(project, timezone.now() + timedelta(hours=1))

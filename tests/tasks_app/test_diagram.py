@@ -9,25 +9,55 @@ from tasks_app.diagram import Diagram, _at, layout
 from tasks_app.workflows import BUILTIN_WORKFLOWS, WorkflowSpec, parse_workflow
 
 
-def workflow(states: list[str], transitions: list[tuple[str, str, str]],
-             terminal: list[str] | None = None) -> WorkflowSpec:
-    return parse_workflow({
-        "name": "drawn", "version": 1, "states": states, "initial": states[0],
-        "terminal": terminal or [states[-1]],
-        "transitions": [{"from": a, "to": b, "name": n} for a, b, n in transitions],
-    })
+def workflow(
+    states: list[str], transitions: list[tuple[str, str, str]], terminal: list[str] | None = None
+) -> WorkflowSpec:
+    return parse_workflow(
+        {
+            "name": "drawn",
+            "version": 1,
+            "states": states,
+            "initial": states[0],
+            "terminal": terminal or [states[-1]],
+            "transitions": [{"from": a, "to": b, "name": n} for a, b, n in transitions],
+        }
+    )
 
 
-TWO_LOOPS = workflow(["a", "b", "c", "d", "e"], [
-    ("a", "b", "go"), ("a", "c", "alt"), ("b", "d", "x"), ("c", "d", "y"),
-    ("d", "b", "back_b"), ("d", "c", "back_c"), ("d", "e", "done"), ("c", "a", "restart")])
-WIDE = workflow(["start", "p1", "p2", "p3", "p4", "join", "fin"], [
-    ("start", "p1", ""), ("start", "p2", ""), ("start", "p3", ""), ("start", "p4", ""),
-    ("p1", "join", ""), ("p2", "join", ""), ("p3", "join", ""), ("p4", "join", ""),
-    ("join", "fin", ""), ("p2", "start", "redo"), ("join", "p3", "again"),
-    ("start", "fin", "skip")])
-SELF_LOOP = workflow(["a", "b", "z"], [("a", "a", "again"), ("a", "b", "next"),
-                                       ("b", "z", "end"), ("b", "a", "retry")])
+TWO_LOOPS = workflow(
+    ["a", "b", "c", "d", "e"],
+    [
+        ("a", "b", "go"),
+        ("a", "c", "alt"),
+        ("b", "d", "x"),
+        ("c", "d", "y"),
+        ("d", "b", "back_b"),
+        ("d", "c", "back_c"),
+        ("d", "e", "done"),
+        ("c", "a", "restart"),
+    ],
+)
+WIDE = workflow(
+    ["start", "p1", "p2", "p3", "p4", "join", "fin"],
+    [
+        ("start", "p1", ""),
+        ("start", "p2", ""),
+        ("start", "p3", ""),
+        ("start", "p4", ""),
+        ("p1", "join", ""),
+        ("p2", "join", ""),
+        ("p3", "join", ""),
+        ("p4", "join", ""),
+        ("join", "fin", ""),
+        ("p2", "start", "redo"),
+        ("join", "p3", "again"),
+        ("start", "fin", "skip"),
+    ],
+)
+SELF_LOOP = workflow(
+    ["a", "b", "z"],
+    [("a", "a", "again"), ("a", "b", "next"), ("b", "z", "end"), ("b", "a", "retry")],
+)
 
 
 def crossings(diagram: Diagram) -> list[str]:
@@ -39,8 +69,10 @@ def crossings(diagram: Diagram) -> list[str]:
             for k in range(1, 40):
                 point = _at(here, segment, k / 40)
                 for node in diagram.nodes:
-                    inside = (node.x + 1 < point.x < node.x + node.width - 1
-                              and node.y + 1 < point.y < node.y + node.height - 1)
+                    inside = (
+                        node.x + 1 < point.x < node.x + node.width - 1
+                        and node.y + 1 < point.y < node.y + node.height - 1
+                    )
                     if inside and not (edge.source == edge.target == node.state):
                         found.append(f"{edge.source}->{edge.target} through {node.state}")
             here = segment.end
@@ -96,11 +128,17 @@ def workflows(draw: st.DrawFn) -> WorkflowSpec:
     count = draw(st.integers(min_value=2, max_value=9))
     states = [f"s{i}" for i in range(count)]
     pairs = {(states[i], states[i + 1]) for i in range(count - 1)}
-    extra = draw(st.lists(st.tuples(st.integers(0, count - 2), st.integers(0, count - 1)),
-                          max_size=12))
+    extra = draw(
+        st.lists(st.tuples(st.integers(0, count - 2), st.integers(0, count - 1)), max_size=12)
+    )
     pairs |= {(states[a], states[b]) for a, b in extra}
-    names = draw(st.lists(st.sampled_from(["", "go", "retry", "request_changes", "x"]),
-                          min_size=len(pairs), max_size=len(pairs)))
+    names = draw(
+        st.lists(
+            st.sampled_from(["", "go", "retry", "request_changes", "x"]),
+            min_size=len(pairs),
+            max_size=len(pairs),
+        )
+    )
     transitions = []
     used: set[tuple[str, str]] = set()
     for (source, target), name in zip(sorted(pairs), names, strict=True):

@@ -30,16 +30,27 @@ def test_it_announces_a_transition_to_the_task_and_task_list_groups_after_commit
     project, monkeypatch, django_capture_on_commit_callbacks
 ):
     sent = []
-    monkeypatch.setattr(domain_events, "send_to_groups",
-                        lambda groups, msg: sent.append((groups, json.loads(json.dumps(msg)))))
+    monkeypatch.setattr(
+        domain_events,
+        "send_to_groups",
+        lambda groups, msg: sent.append((groups, json.loads(json.dumps(msg)))),
+    )
     task = make_task(project)
     with django_capture_on_commit_callbacks(execute=True):
         transition_task(task, "sent_for_review", actor=TESTER)
-    assert sent == [(
-        [f"task-{task.pk}", f"project-{project.pk}-tasks"],
-        {"type": "task.transition", "from": "draft_created", "to": "sent_for_review",
-         "version": 2, "task_id": str(task.pk), "project_id": project.pk},
-    )]
+    assert sent == [
+        (
+            [f"task-{task.pk}", f"project-{project.pk}-tasks"],
+            {
+                "type": "task.transition",
+                "from": "draft_created",
+                "to": "sent_for_review",
+                "version": 2,
+                "task_id": str(task.pk),
+                "project_id": project.pk,
+            },
+        )
+    ]
 
 
 def test_it_broadcasts_nothing_for_a_refused_transition(

@@ -16,8 +16,9 @@ def linked(task):
 def test_it_links_and_unlinks_sessions_recording_both(api, project, api_key):
     task = make_task(project)
     one, two = make_session(project), make_session(project)
-    response = api.post(f"/tasks/{task.pk}/sessions",
-                        {"session_ids": [str(one.pk), str(two.pk), str(one.pk)]})
+    response = api.post(
+        f"/tasks/{task.pk}/sessions", {"session_ids": [str(one.pk), str(two.pk), str(one.pk)]}
+    )
     assert response.status_code == 200
     assert set(response.json()["linked"]) == {str(one.pk), str(two.pk)}
     assert linked(task) == {one.pk, two.pk}
@@ -31,9 +32,11 @@ def test_it_links_and_unlinks_sessions_recording_both(api, project, api_key):
     assert gone.json() == {"unlinked": True, "session_ids": [str(two.pk)]}
     assert api.delete(f"/tasks/{task.pk}/sessions/{one.pk}").json()["unlinked"] is False
     assert linked(task) == {two.pk}
-    kinds = list(TaskHistory.objects.filter(task=task, kind__in=[HistoryKind.LINK,
-                                                                  HistoryKind.UNLINK])
-                 .values_list("kind", "data__session_id"))
+    kinds = list(
+        TaskHistory.objects.filter(
+            task=task, kind__in=[HistoryKind.LINK, HistoryKind.UNLINK]
+        ).values_list("kind", "data__session_id")
+    )
     assert kinds == [("link", str(one.pk)), ("link", str(two.pk)), ("unlink", str(one.pk))]
     task.refresh_from_db()
     assert task.version == 1  # links are not workflow state
@@ -53,13 +56,17 @@ def test_it_lists_a_tasks_sessions_and_a_sessions_tasks(api, project):
 def test_it_never_links_across_projects(api, other_api, project, other_project):
     task = make_task(project)
     foreign = make_session(other_project)
-    assert_error(api.post(f"/tasks/{task.pk}/sessions", {"session_ids": [str(foreign.pk)]}),
-                 404, "not_found")
+    assert_error(
+        api.post(f"/tasks/{task.pk}/sessions", {"session_ids": [str(foreign.pk)]}), 404, "not_found"
+    )
     assert_error(api.delete(f"/tasks/{task.pk}/sessions/{foreign.pk}"), 404, "not_found")
     assert_error(other_api.get(f"/tasks/{task.pk}/sessions"), 404, "not_found")
     mine = make_session(project)
-    assert_error(other_api.post(f"/tasks/{task.pk}/sessions", {"session_ids": [str(mine.pk)]}),
-                 404, "not_found")
+    assert_error(
+        other_api.post(f"/tasks/{task.pk}/sessions", {"session_ids": [str(mine.pk)]}),
+        404,
+        "not_found",
+    )
     assert_error(other_api.get(f"/sessions/{mine.pk}/tasks"), 404, "not_found")
     assert linked(task) == set()
     api.post(f"/tasks/{task.pk}/sessions", {"session_ids": [str(mine.pk)]})
@@ -70,17 +77,18 @@ def test_it_never_links_across_projects(api, other_api, project, other_project):
 
 def test_it_refuses_bad_link_input(api, project):
     task = make_task(project)
-    assert_error(api.post(f"/tasks/{task.pk}/sessions", {"session_ids": []}), 422,
-                 "invalid_input")
+    assert_error(api.post(f"/tasks/{task.pk}/sessions", {"session_ids": []}), 422, "invalid_input")
     assert_error(api.post(f"/tasks/{task.pk}/sessions", {"session_ids": ["x"]}), 422)
-    assert_error(api.post(f"/tasks/{task.pk}/sessions", {"session_ids": [str(uuid.uuid4())]}),
-                 404, "not_found")
+    assert_error(
+        api.post(f"/tasks/{task.pk}/sessions", {"session_ids": [str(uuid.uuid4())]}),
+        404,
+        "not_found",
+    )
 
 
 def test_it_links_tasks_when_a_session_opens_and_shows_them_on_the_session(api, project):
     doc, report = make_task(project), make_task(project, "research_report")
-    opened = api.post("/sessions", {"agent": "writer",
-                                    "task_ids": [str(doc.pk), str(report.pk)]})
+    opened = api.post("/sessions", {"agent": "writer", "task_ids": [str(doc.pk), str(report.pk)]})
     assert opened.status_code == 201
     body = opened.json()
     assert [t["id"] for t in body["tasks"]] == [str(doc.pk), str(report.pk)]
@@ -88,18 +96,27 @@ def test_it_links_tasks_when_a_session_opens_and_shows_them_on_the_session(api, 
     assert linked(doc) == {uuid.UUID(session_id)} and linked(report) == {uuid.UUID(session_id)}
 
     shown = api.get(f"/sessions/{session_id}").json()["tasks"]
-    assert shown[0] == {"id": str(doc.pk), "workflow": "document_approval",
-                        "workflow_version": 1, "state": "draft_created", "version": 1,
-                        "finished": False}
+    assert shown[0] == {
+        "id": str(doc.pk),
+        "workflow": "document_approval",
+        "workflow_version": 1,
+        "state": "draft_created",
+        "version": 1,
+        "finished": False,
+    }
     plain = api.post("/sessions", {"agent": "writer"}).json()
     assert plain["tasks"] == []
 
 
 def test_it_refuses_another_projects_task_when_a_session_opens(api, project, other_project):
     foreign = make_task(other_project)
-    error = assert_error(api.post("/sessions", {"agent": "writer", "external_id": "run-1",
-                                                "task_ids": [str(foreign.pk)]}),
-                         404, "not_found")
+    error = assert_error(
+        api.post(
+            "/sessions", {"agent": "writer", "external_id": "run-1", "task_ids": [str(foreign.pk)]}
+        ),
+        404,
+        "not_found",
+    )
     assert error["detail"] == {"task_ids": [str(foreign.pk)]}
     assert not Session.objects.filter(project=project).exists()
     assert linked(foreign) == set()

@@ -12,7 +12,8 @@ from tests.factories import make_project
 def test_it_registers_built_ins_and_files_for_a_project(db, tmp_path, capsys):
     call_command("loadworkflows")
     assert set(WorkflowDefinition.objects.filter(project=None).values_list("name", "source")) == {
-        ("document_approval", "code"), ("research_report", "code")
+        ("document_approval", "code"),
+        ("research_report", "code"),
     }
     # The shipped YAML is the same content: registering it again changes nothing.
     call_command("loadworkflows", str(WORKFLOW_DIR / "document_approval.yaml"))
@@ -37,8 +38,9 @@ def test_it_fails_loudly_on_a_bad_file_or_project(db, tmp_path):
     with pytest.raises(CommandError, match="no such file"):
         call_command("loadworkflows", str(tmp_path / "missing.yaml"))
     with pytest.raises(CommandError, match="No project"):
-        call_command("loadworkflows", str(WORKFLOW_DIR / "research_report.yaml"),
-                     "--project", "nope")
+        call_command(
+            "loadworkflows", str(WORKFLOW_DIR / "research_report.yaml"), "--project", "nope"
+        )
     assert not WorkflowDefinition.objects.filter(name="bad").exists()
 
 

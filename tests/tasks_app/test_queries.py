@@ -53,9 +53,14 @@ def test_it_gives_the_session_page_its_tasks_with_steps_in_two_queries(project):
 def test_it_documents_the_task_endpoints_in_the_openapi_schema(api):
     schema = api.get("/api/v1/openapi.json").json()
     paths = schema["paths"]
-    for path in ("/api/v1/tasks", "/api/v1/tasks/{task_id}",
-                 "/api/v1/tasks/{task_id}/transitions", "/api/v1/tasks/{task_id}/steps/{key}",
-                 "/api/v1/tasks/{task_id}/signals/{name}", "/api/v1/workflows"):
+    for path in (
+        "/api/v1/tasks",
+        "/api/v1/tasks/{task_id}",
+        "/api/v1/tasks/{task_id}/transitions",
+        "/api/v1/tasks/{task_id}/steps/{key}",
+        "/api/v1/tasks/{task_id}/signals/{name}",
+        "/api/v1/workflows",
+    ):
         assert path in paths, path
     signal_security = paths["/api/v1/tasks/{task_id}/signals/{name}"]["post"]["security"]
     assert {"SignalTokenHeader": []} in signal_security

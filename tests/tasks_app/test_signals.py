@@ -22,10 +22,14 @@ def created_with_token(api, workflow="document_approval"):
 
 
 def wait_for_review(api, task_id, **wait):
-    response = api.put(f"/tasks/{task_id}/steps/review", {
-        "status": "waiting", "attempt": 1,
-        "waiting_on": {"signal": "review_decision", **wait},
-    })
+    response = api.put(
+        f"/tasks/{task_id}/steps/review",
+        {
+            "status": "waiting",
+            "attempt": 1,
+            "waiting_on": {"signal": "review_decision", **wait},
+        },
+    )
     assert response.status_code == 200, response.content
     return response.json()["step"]
 
@@ -37,8 +41,11 @@ def test_it_resolves_a_waiting_step_with_the_signal_token_and_no_api_key(api, pr
     assert step["waiting_on"]["signal"] == "review_decision"
 
     webhook = ApiClient(None)
-    response = webhook.post(f"/tasks/{task_id}/signals/review_decision",
-                            {"payload": DECISION}, HTTP_X_SIGNAL_TOKEN=token)
+    response = webhook.post(
+        f"/tasks/{task_id}/signals/review_decision",
+        {"payload": DECISION},
+        HTTP_X_SIGNAL_TOKEN=token,
+    )
     assert response.status_code == 200, response.content
     body = response.json()
     assert body["resolved_steps"] == ["review"]
@@ -55,15 +62,18 @@ def test_it_resolves_a_waiting_step_with_the_signal_token_and_no_api_key(api, pr
     assert recorded.data["payload"] == DECISION and recorded.data["resolved"] == ["review"]
     resolved = TaskHistory.objects.get(task_id=task_id, step_key="review", to_state="succeeded")
     assert (resolved.from_state, resolved.attempt, resolved.reason) == (
-        "waiting", 1, "signal review_decision"
+        "waiting",
+        1,
+        "signal review_decision",
     )
 
 
 def test_it_accepts_the_token_as_a_bearer_or_a_query_parameter(api):
     task_id, token = created_with_token(api)
     wait_for_review(api, task_id)
-    bearer = ApiClient(token).post(f"/tasks/{task_id}/signals/review_decision",
-                                   {"payload": {"via": "bearer"}})
+    bearer = ApiClient(token).post(
+        f"/tasks/{task_id}/signals/review_decision", {"payload": {"via": "bearer"}}
+    )
     assert bearer.status_code == 200
     query = ApiClient(None).post(
         f"/tasks/{task_id}/signals/other_thing?signal_token={token}", {"payload": {"via": "q"}}
@@ -76,9 +86,11 @@ def test_it_refuses_a_missing_or_wrong_token(api, project):
     nobody = ApiClient(None)
     assert_error(nobody.post(f"/tasks/{task_id}/signals/review_decision"), 401, "unauthorized")
     assert_error(
-        nobody.post(f"/tasks/{task_id}/signals/review_decision",
-                    HTTP_X_SIGNAL_TOKEN=token[:-2] + "xx"),
-        401, "unauthorized",
+        nobody.post(
+            f"/tasks/{task_id}/signals/review_decision", HTTP_X_SIGNAL_TOKEN=token[:-2] + "xx"
+        ),
+        401,
+        "unauthorized",
     )
     assert not TaskSignal.objects.exists()
 
@@ -142,8 +154,9 @@ def test_it_fails_the_waiting_attempt_when_the_signal_reports_an_error(api, proj
 def test_it_refuses_bad_signal_input(api, project):
     task = make_task(project)
     assert_error(api.post(f"/tasks/{task.pk}/signals/Bad-Name"), 422, "invalid_input")
-    assert_error(api.post(f"/tasks/{task.pk}/signals/ok", {"payload": [1, 2]}), 422,
-                 "invalid_input")
+    assert_error(
+        api.post(f"/tasks/{task.pk}/signals/ok", {"payload": [1, 2]}), 422, "invalid_input"
+    )
     assert_error(api.post(f"/tasks/{task.pk}/signals/ok", {"error": {"message": "x"}}), 422)
     assert not TaskSignal.objects.exists()
 
@@ -180,8 +193,14 @@ def test_it_fails_the_step_for_good_when_the_last_attempt_times_out(api, project
     api.put(url, {"status": "running", "attempt": 1})
     api.put(url, {"status": "failed", "attempt": 1, "error": {"type": "x", "message": "y"}})
     deadline = timezone.now() + timedelta(minutes=5)
-    api.put(url, {"status": "waiting", "attempt": 2,
-                  "waiting_on": {"signal": "review_decision", "deadline": deadline.isoformat()}})
+    api.put(
+        url,
+        {
+            "status": "waiting",
+            "attempt": 2,
+            "waiting_on": {"signal": "review_decision", "deadline": deadline.isoformat()},
+        },
+    )
     with time_machine.travel(deadline + timedelta(seconds=1), tick=False):
         expire_step_deadlines()
     review = Step.objects.get(task=task, key="review")

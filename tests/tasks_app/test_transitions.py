@@ -9,19 +9,26 @@ from .helpers import assert_error, drive, history_count
 
 def test_it_moves_the_task_and_records_who_why_and_from_where(api, project, api_key):
     task = make_task(project)
-    response = api.post(f"/tasks/{task.pk}/transitions",
-                        {"to": "sent_for_review", "expected_version": 1, "reason": "ready"})
+    response = api.post(
+        f"/tasks/{task.pk}/transitions",
+        {"to": "sent_for_review", "expected_version": 1, "reason": "ready"},
+    )
     assert response.status_code == 200
     body = response.json()
     assert body["state"] == "sent_for_review" and body["version"] == 2
     assert {t["to"] for t in body["allowed_transitions"]} == {
-        "changes_requested", "approved", "rejected"
+        "changes_requested",
+        "approved",
+        "rejected",
     }
     task.refresh_from_db()
     assert (task.state, task.version, task.finished_at) == ("sent_for_review", 2, None)
     entry = TaskHistory.objects.get(task=task, kind=HistoryKind.TRANSITION)
     assert (entry.actor, entry.from_state, entry.to_state, entry.reason) == (
-        f"key:{api_key[0].prefix}", "draft_created", "sent_for_review", "ready"
+        f"key:{api_key[0].prefix}",
+        "draft_created",
+        "sent_for_review",
+        "ready",
     )
     assert entry.data == {"transition": "submit"} and entry.task_version == 2
     audit = AuditEntry.objects.get(action="task.transition", target_id=str(task.pk))
@@ -38,7 +45,8 @@ def test_it_refuses_a_stale_expected_version_writing_nothing(api, project):
     task = drive(make_task(project), ["sent_for_review"])
     error = assert_error(
         api.post(f"/tasks/{task.pk}/transitions", {"to": "approved", "expected_version": 1}),
-        409, "version_mismatch",
+        409,
+        "version_mismatch",
     )
     assert error["detail"] == {"expected_version": 1, "version": 2, "state": "sent_for_review"}
     task.refresh_from_db()
@@ -47,8 +55,9 @@ def test_it_refuses_a_stale_expected_version_writing_nothing(api, project):
 
 def test_it_refuses_an_illegal_move_naming_the_allowed_ones(api, project):
     task = make_task(project)
-    error = assert_error(api.post(f"/tasks/{task.pk}/transitions", {"to": "published"}), 409,
-                         "invalid_transition")
+    error = assert_error(
+        api.post(f"/tasks/{task.pk}/transitions", {"to": "published"}), 409, "invalid_transition"
+    )
     assert error["detail"]["allowed"] == ["sent_for_review"]
     assert error["detail"]["allowed_transitions"] == [{"to": "sent_for_review", "name": "submit"}]
     assert "sent_for_review" in error["message"]
@@ -56,8 +65,11 @@ def test_it_refuses_an_illegal_move_naming_the_allowed_ones(api, project):
 
 def test_it_refuses_any_move_out_of_a_terminal_state(api, project):
     task = drive(make_task(project), ["sent_for_review", "rejected"])
-    error = assert_error(api.post(f"/tasks/{task.pk}/transitions", {"to": "sent_for_review"}),
-                         409, "invalid_transition")
+    error = assert_error(
+        api.post(f"/tasks/{task.pk}/transitions", {"to": "sent_for_review"}),
+        409,
+        "invalid_transition",
+    )
     assert error["detail"]["allowed"] == []
     assert "terminal" in error["message"]
 
@@ -65,18 +77,22 @@ def test_it_refuses_any_move_out_of_a_terminal_state(api, project):
 def test_it_refuses_bad_input_with_422(api, project):
     task = make_task(project)
     assert_error(api.post(f"/tasks/{task.pk}/transitions", {}), 422, "invalid_input")
-    error = assert_error(api.post(f"/tasks/{task.pk}/transitions", {"to": "mars"}), 422,
-                         "invalid_input")
+    error = assert_error(
+        api.post(f"/tasks/{task.pk}/transitions", {"to": "mars"}), 422, "invalid_input"
+    )
     assert "draft_created" in error["detail"]["states"]
-    assert_error(api.post(f"/tasks/{task.pk}/transitions",
-                          {"to": "sent_for_review", "expected_version": 0}), 422)
+    assert_error(
+        api.post(f"/tasks/{task.pk}/transitions", {"to": "sent_for_review", "expected_version": 0}),
+        422,
+    )
     assert history_count(task) == 1
 
 
 def test_it_hides_another_projects_task(other_api, project):
     task = make_task(project)
-    assert_error(other_api.post(f"/tasks/{task.pk}/transitions", {"to": "sent_for_review"}),
-                 404, "not_found")
+    assert_error(
+        other_api.post(f"/tasks/{task.pk}/transitions", {"to": "sent_for_review"}), 404, "not_found"
+    )
     task.refresh_from_db()
     assert task.state == "draft_created"
 
@@ -88,14 +104,20 @@ def test_it_refuses_the_wrong_method(api, project):
 
 def test_it_finishes_the_task_and_skips_what_was_still_to_do(api, project):
     task = drive(make_task(project), ["sent_for_review"])
-    api.put(f"/tasks/{task.pk}/steps/review",
-            {"status": "waiting", "waiting_on": {"signal": "review_decision"}})
+    api.put(
+        f"/tasks/{task.pk}/steps/review",
+        {"status": "waiting", "waiting_on": {"signal": "review_decision"}},
+    )
     api.post(f"/tasks/{task.pk}/transitions", {"to": "rejected", "reason": "off-topic"})
     task.refresh_from_db()
     assert task.finished_at is not None
     statuses = dict(Step.objects.filter(task=task).values_list("key", "status"))
-    assert statuses == {"draft": "skipped", "review": "skipped", "revise": "skipped",
-                        "publish": "skipped"}
+    assert statuses == {
+        "draft": "skipped",
+        "review": "skipped",
+        "revise": "skipped",
+        "publish": "skipped",
+    }
     skipped = TaskHistory.objects.get(task=task, step_key="review", to_state=StepStatus.SKIPPED)
     assert skipped.from_state == "waiting" and skipped.reason == "task reached rejected"
     assert Step.objects.get(task=task, key="review").waiting_on == ""
@@ -113,5 +135,6 @@ def test_it_lets_the_review_loop_run_the_review_again(api, project):
     assert (step["round"], step["attempts"], step["outputs"]) == (2, 1, {"decision": "ok"})
     rounds = TaskHistory.objects.filter(task=task, step_key="review", to_state="succeeded")
     assert [(h.round, h.data["outputs"]) for h in rounds] == [
-        (1, {"decision": "changes"}), (2, {"decision": "ok"})
+        (1, {"decision": "changes"}),
+        (2, {"decision": "ok"}),
     ]

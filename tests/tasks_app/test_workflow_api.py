@@ -24,7 +24,8 @@ ONBOARDING = {
 def test_it_lists_the_built_in_workflows(api, project):
     workflows = api.get("/workflows").json()["workflows"]
     assert [(w["name"], w["version"], w["builtin"]) for w in workflows] == [
-        ("document_approval", 1, True), ("research_report", 1, True)
+        ("document_approval", 1, True),
+        ("research_report", 1, True),
     ]
     assert workflows[0]["states"] == list(DOCUMENT_APPROVAL.states)
     assert workflows[0]["content_hash"] == DOCUMENT_APPROVAL.content_hash
@@ -35,12 +36,18 @@ def test_it_registers_a_definition_for_the_project_only(api, other_api, project,
     assert response.status_code == 201
     body = response.json()
     assert (body["name"], body["version"], body["builtin"], body["source"]) == (
-        "customer_onboarding", 1, False, "api"
+        "customer_onboarding",
+        1,
+        False,
+        "api",
     )
     stored = WorkflowDefinition.objects.get(name="customer_onboarding")
     assert stored.project == project and stored.created_by == f"key:{api_key[0].prefix}"
     assert stored.definition["transitions"][0] == {
-        "from": "requested", "to": "verifying", "name": "verify", "reopen": []
+        "from": "requested",
+        "to": "verifying",
+        "name": "verify",
+        "reopen": [],
     }
     assert AuditEntry.objects.filter(action="workflow.register", project=project).exists()
 
@@ -48,37 +55,52 @@ def test_it_registers_a_definition_for_the_project_only(api, other_api, project,
     assert created.status_code == 201 and created.json()["state"] == "requested"
     assert [s["key"] for s in created.json()["steps"]] == ["kyc_check"]
 
-    assert "customer_onboarding" not in {w["name"] for w in other_api.get("/workflows").json()[
-        "workflows"]}
-    assert_error(other_api.post("/tasks", {"workflow": "customer_onboarding"}), 422,
-                 "unknown_workflow")
+    assert "customer_onboarding" not in {
+        w["name"] for w in other_api.get("/workflows").json()["workflows"]
+    }
+    assert_error(
+        other_api.post("/tasks", {"workflow": "customer_onboarding"}), 422, "unknown_workflow"
+    )
     assert_error(other_api.get("/workflows/customer_onboarding"), 404, "not_found")
 
 
 def test_it_is_idempotent_for_the_same_content_and_refuses_a_changed_one(api, project):
     assert api.post("/workflows", {**ONBOARDING, "version": 1}).status_code == 201
     assert api.post("/workflows", {**ONBOARDING, "version": 1}).status_code == 200
-    error = assert_error(api.post("/workflows", {**ONBOARDING, "version": 1, "title": "Other"}),
-                         409, "workflow_version_exists")
+    error = assert_error(
+        api.post("/workflows", {**ONBOARDING, "version": 1, "title": "Other"}),
+        409,
+        "workflow_version_exists",
+    )
     assert error["detail"]["latest_version"] == 1
-    assert_error(api.post("/workflows", {**DOCUMENT_APPROVAL.as_dict(), "title": "Mine"}), 409,
-                 "workflow_version_exists")
+    assert_error(
+        api.post("/workflows", {**DOCUMENT_APPROVAL.as_dict(), "title": "Mine"}),
+        409,
+        "workflow_version_exists",
+    )
     assert WorkflowDefinition.objects.filter(project=project).count() == 1
 
 
 def test_it_numbers_new_versions_and_tasks_keep_the_one_they_started_with(api, project):
     api.post("/workflows", ONBOARDING)
     old_task = api.post("/tasks", {"workflow": "customer_onboarding"}).json()
-    v2 = {**ONBOARDING, "states": [*ONBOARDING["states"], "on_hold"],
-          "transitions": [*ONBOARDING["transitions"],
-                          {"from": "verifying", "to": "on_hold", "name": "hold"},
-                          {"from": "on_hold", "to": "verifying", "name": "unhold"}]}
+    v2 = {
+        **ONBOARDING,
+        "states": [*ONBOARDING["states"], "on_hold"],
+        "transitions": [
+            *ONBOARDING["transitions"],
+            {"from": "verifying", "to": "on_hold", "name": "hold"},
+            {"from": "on_hold", "to": "verifying", "name": "unhold"},
+        ],
+    }
     response = api.post("/workflows", v2)
     assert response.status_code == 201 and response.json()["version"] == 2
     assert api.get("/workflows/customer_onboarding").json()["version"] == 2
     assert api.get("/workflows/customer_onboarding", {"version": 1}).json()["version"] == 1
-    assert [w["version"] for w in api.get("/workflows", {"name": "customer_onboarding"}).json()[
-        "workflows"]] == [1, 2]
+    assert [
+        w["version"]
+        for w in api.get("/workflows", {"name": "customer_onboarding"}).json()["workflows"]
+    ] == [1, 2]
 
     new_task = api.post("/tasks", {"workflow": "customer_onboarding"}).json()
     assert new_task["workflow"]["version"] == 2
@@ -90,9 +112,11 @@ def test_it_numbers_new_versions_and_tasks_keep_the_one_they_started_with(api, p
 
 
 def test_it_refuses_an_invalid_definition_listing_the_problems(api, project):
-    dead_end = {**ONBOARDING, "states": [*ONBOARDING["states"], "limbo"],
-                "transitions": [*ONBOARDING["transitions"],
-                                {"from": "requested", "to": "limbo"}]}
+    dead_end = {
+        **ONBOARDING,
+        "states": [*ONBOARDING["states"], "limbo"],
+        "transitions": [*ONBOARDING["transitions"], {"from": "requested", "to": "limbo"}],
+    }
     error = assert_error(api.post("/workflows", dead_end), 422, "invalid_input")
     assert error["detail"]["problems"] == [
         "states: no terminal state can be reached from 'limbo' (a dead end)"

@@ -42,8 +42,9 @@ def test_it_refuses_every_illegal_transition(api, project, workflow):
         for target in spec.states:
             if target in spec.allowed_targets(state):
                 continue
-            response = api.post(f"/tasks/{task.pk}/transitions",
-                                {"to": target, "expected_version": task.version})
+            response = api.post(
+                f"/tasks/{task.pk}/transitions", {"to": target, "expected_version": task.version}
+            )
             error = assert_error(response, 409, "invalid_transition")
             assert error["detail"]["allowed"] == spec.allowed_targets(state)
             assert error["detail"]["state"] == state

@@ -48,13 +48,17 @@ def test_it_models_the_document_approval_loop_and_its_alternative_end():
     assert spec.allowed_targets("changes_requested") == ["sent_for_review"]
     assert spec.allowed_targets("approved") == ["published"]
     assert spec.find_transition("changes_requested", to="sent_for_review").reopen == (
-        "review", "revise"
+        "review",
+        "revise",
     )
 
 
 def test_it_models_the_research_report_review_branches():
     assert RESEARCH_REPORT.allowed_targets("reviewing") == [
-        "abandoned", "drafting", "publishing", "researching"
+        "abandoned",
+        "drafting",
+        "publishing",
+        "researching",
     ]
     names = {t.name for t in RESEARCH_REPORT.allowed_from("reviewing")}
     assert names == {"approve", "revise", "more_research", "abandon"}
@@ -117,18 +121,28 @@ def test_it_refuses_an_invalid_definition_naming_the_problem(change, expected):
 
 
 def test_it_refuses_unreachable_states_and_dead_ends():
-    problems = problems_of({
-        **MINIMAL,
-        "states": ["open", "stuck", "orphan", "done"],
-        "transitions": [{"from": "open", "to": "done"}, {"from": "open", "to": "stuck"}],
-    })
+    problems = problems_of(
+        {
+            **MINIMAL,
+            "states": ["open", "stuck", "orphan", "done"],
+            "transitions": [{"from": "open", "to": "done"}, {"from": "open", "to": "stuck"}],
+        }
+    )
     assert "states: 'orphan' cannot be reached from 'open'" in problems
     assert "states: no terminal state can be reached from 'stuck' (a dead end)" in problems
 
 
 def test_it_lists_every_problem_at_once():
-    problems = problems_of({"name": "x", "version": "1", "states": [], "initial": "a",
-                            "terminal": [], "transitions": []})
+    problems = problems_of(
+        {
+            "name": "x",
+            "version": "1",
+            "states": [],
+            "initial": "a",
+            "terminal": [],
+            "transitions": [],
+        }
+    )
     assert len(problems) >= 4
 
 

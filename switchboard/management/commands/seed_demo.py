@@ -33,18 +33,21 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--seed", type=int, default=7)
-        parser.add_argument("--long-log", type=int, default=3000,
-                            help="Events in the longest demo session.")
-        parser.add_argument("--force", action="store_true",
-                            help="Run even with DEBUG off (the demo users have known passwords).")
+        parser.add_argument(
+            "--long-log", type=int, default=3000, help="Events in the longest demo session."
+        )
+        parser.add_argument(
+            "--force",
+            action="store_true",
+            help="Run even with DEBUG off (the demo users have known passwords).",
+        )
 
     def handle(
         self, *args: object, seed: int, long_log: int, force: bool, **options: object
     ) -> None:
         if not settings.DEBUG and not force:
             raise CommandError(
-                "seed_demo creates users with published passwords; with DEBUG off it needs "
-                "--force."
+                "seed_demo creates users with published passwords; with DEBUG off it needs --force."
             )
         project = Project.objects.filter(name=DEMO_PROJECT).first()
         created = project is None
@@ -68,7 +71,9 @@ class Command(BaseCommand):
             user = User.objects.filter(username=username).first()
             if user is None:
                 user = User.objects.create_user(
-                    username=username, password=password, is_staff=role == Role.ADMIN,
+                    username=username,
+                    password=password,
+                    is_staff=role == Role.ADMIN,
                     is_superuser=role == Role.ADMIN,
                 )
             add_member(project, user, role)
@@ -77,81 +82,142 @@ class Command(BaseCommand):
 def build_demo(project: Project, rng: random.Random, *, long_log: int) -> None:
     actor = Actor.system("seed_demo")
     agents = ["support-triage", "research-writer", "code-reviewer", "billing-assistant"]
-    topics = ["refund for order #4411", "quarterly market report", "PR #982 review",
-              "invoice mismatch", "password reset loop", "GDPR data export"]
+    topics = [
+        "refund for order #4411",
+        "quarterly market report",
+        "PR #982 review",
+        "invoice mismatch",
+        "password reset loop",
+        "GDPR data export",
+    ]
     plans = [
-        (SessionStatus.OPEN, 40), (SessionStatus.OPEN, 12), (SessionStatus.PAUSED, 30),
-        (SessionStatus.RESUMED, 25), (SessionStatus.CLOSED, 60), (SessionStatus.ARCHIVED, 20),
+        (SessionStatus.OPEN, 40),
+        (SessionStatus.OPEN, 12),
+        (SessionStatus.PAUSED, 30),
+        (SessionStatus.RESUMED, 25),
+        (SessionStatus.CLOSED, 60),
+        (SessionStatus.ARCHIVED, 20),
         (SessionStatus.OPEN, long_log),
     ]
     for index, (status, length) in enumerate(plans):
         agent = agents[index % len(agents)]
         topic = topics[index % len(topics)]
         session, _ = open_session(
-            project, agent_name=agent, actor=actor, external_id=f"demo-{index}",
-            title=topic.capitalize(), metadata={"customer": f"cust-{100 + index}", "demo": True},
+            project,
+            agent_name=agent,
+            actor=actor,
+            external_id=f"demo-{index}",
+            title=topic.capitalize(),
+            metadata={"customer": f"cust-{100 + index}", "demo": True},
             budget_max_tokens=200_000 if index % 2 else None,
         )
         write_conversation(session, rng, length, actor=Actor.system(agent), topic=topic)
         if status in (SessionStatus.PAUSED, SessionStatus.RESUMED):
-            transition_session(session, SessionStatus.PAUSED, actor=actor,
-                               reason="Agent asked a human to approve a refund over $500")
+            transition_session(
+                session,
+                SessionStatus.PAUSED,
+                actor=actor,
+                reason="Agent asked a human to approve a refund over $500",
+            )
         if status == SessionStatus.RESUMED:
-            transition_session(session, SessionStatus.RESUMED, actor=actor,
-                               reason="Approved by operator")
+            transition_session(
+                session, SessionStatus.RESUMED, actor=actor, reason="Approved by operator"
+            )
         if status in (SessionStatus.CLOSED, SessionStatus.ARCHIVED):
             transition_session(session, SessionStatus.CLOSED, actor=actor, reason="Resolved")
         if status == SessionStatus.ARCHIVED:
             transition_session(session, SessionStatus.ARCHIVED, actor=actor, reason="Retention")
         if index == 0:
-            fork = fork_session(session, at_seq=max(1, session.head_seq // 2), actor=actor,
-                                title="Retry with a different tone")
+            fork = fork_session(
+                session,
+                at_seq=max(1, session.head_seq // 2),
+                actor=actor,
+                title="Retry with a different tone",
+            )
             write_conversation(fork, rng, 8, actor=Actor.system(agent), topic=topic)
-    near, _ = open_session(project, agent_name="billing-assistant", actor=actor,
-                           external_id="demo-budget-near", title="Budget nearly spent",
-                           budget_max_tokens=10_000, budget_max_cost=Decimal("2.00"))
-    write_conversation(near, rng, 18, actor=actor, topic="bulk invoice reconciliation",
-                       tokens_per_message=500)
-    over, _ = open_session(project, agent_name="billing-assistant", actor=actor,
-                           external_id="demo-budget-over", title="Budget exceeded",
-                           budget_max_tokens=5_000)
-    write_conversation(over, rng, 14, actor=actor, topic="year-end ledger audit",
-                       tokens_per_message=500)
+    near, _ = open_session(
+        project,
+        agent_name="billing-assistant",
+        actor=actor,
+        external_id="demo-budget-near",
+        title="Budget nearly spent",
+        budget_max_tokens=10_000,
+        budget_max_cost=Decimal("2.00"),
+    )
+    write_conversation(
+        near, rng, 18, actor=actor, topic="bulk invoice reconciliation", tokens_per_message=500
+    )
+    over, _ = open_session(
+        project,
+        agent_name="billing-assistant",
+        actor=actor,
+        external_id="demo-budget-over",
+        title="Budget exceeded",
+        budget_max_tokens=5_000,
+    )
+    write_conversation(
+        over, rng, 14, actor=actor, topic="year-end ledger audit", tokens_per_message=500
+    )
 
 
-def write_conversation(session, rng: random.Random, length: int, *, actor: Actor, topic: str,
-                       tokens_per_message: int = 120) -> None:
+def write_conversation(
+    session,
+    rng: random.Random,
+    length: int,
+    *,
+    actor: Actor,
+    topic: str,
+    tokens_per_message: int = 120,
+) -> None:
     """Append `length` plausible events in batches, through the same service agents use."""
     batch: list[EventDraft] = []
     for i in range(length):
         step = i % 7
         if step == 0:
-            draft = EventDraft(kind="message", role="user",
-                               content={"text": f"Can you help with the {topic}? (turn {i})"})
+            draft = EventDraft(
+                kind="message",
+                role="user",
+                content={"text": f"Can you help with the {topic}? (turn {i})"},
+            )
         elif step == 1:
-            draft = EventDraft(kind="tool_call", content={"name": "search_docs",
-                                                          "arguments": {"query": topic, "page": i}})
+            draft = EventDraft(
+                kind="tool_call",
+                content={"name": "search_docs", "arguments": {"query": topic, "page": i}},
+            )
         elif step == 2:
-            draft = EventDraft(kind="tool_result", content={"name": "search_docs",
-                                                            "result": {"hits": rng.randint(0, 9)}})
+            draft = EventDraft(
+                kind="tool_result",
+                content={"name": "search_docs", "result": {"hits": rng.randint(0, 9)}},
+            )
         elif step == 3:
-            draft = EventDraft(kind="state", content={"turn": i, "topic": topic,
-                                                      "progress": round(i / max(length, 1), 2)})
+            draft = EventDraft(
+                kind="state",
+                content={"turn": i, "topic": topic, "progress": round(i / max(length, 1), 2)},
+            )
         elif step == 4:
-            draft = EventDraft(kind="fact", content={
-                "key": rng.choice(["customer_tier", "locale", "priority"]),
-                "value": rng.choice(["gold", "en-GB", "high", "low"]),
-            })
+            draft = EventDraft(
+                kind="fact",
+                content={
+                    "key": rng.choice(["customer_tier", "locale", "priority"]),
+                    "value": rng.choice(["gold", "en-GB", "high", "low"]),
+                },
+            )
         elif step == 5 and i % 3 == 0:
-            draft = EventDraft(kind="decision", content={
-                "decision": "escalate" if i % 2 else "continue",
-                "rationale": "Confidence below threshold" if i % 2 else "Enough context",
-            })
+            draft = EventDraft(
+                kind="decision",
+                content={
+                    "decision": "escalate" if i % 2 else "continue",
+                    "rationale": "Confidence below threshold" if i % 2 else "Enough context",
+                },
+            )
         else:
-            draft = EventDraft(kind="message", role="assistant", tokens=tokens_per_message,
-                               cost=Decimal("0.0004") * tokens_per_message,
-                               content={"text": f"Here is what I found about the {topic}:"
-                                                f" step {i} done."})
+            draft = EventDraft(
+                kind="message",
+                role="assistant",
+                tokens=tokens_per_message,
+                cost=Decimal("0.0004") * tokens_per_message,
+                content={"text": f"Here is what I found about the {topic}: step {i} done."},
+            )
         batch.append(draft)
         if len(batch) == 200:
             append_events(session, batch, actor=actor)

@@ -25,7 +25,9 @@ class AgentApi:
     def call(self, method: str, path: str, body: Any = None) -> Any:
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(
-            self.base_url + path, data=data, method=method,
+            self.base_url + path,
+            data=data,
+            method=method,
             headers={"Authorization": f"Bearer {self.key}", "Content-Type": "application/json"},
         )
         try:
@@ -93,20 +95,30 @@ class Simulator:
         agent = self.rng.choice(self.AGENTS)
         current = self.sessions.get(agent)
         if current is None or current.get("status") in {"closed", "archived"}:
-            opened = self.api.call("POST", "/sessions", {
-                "agent": agent, "title": f"Live run {time.strftime('%H:%M:%S')}",
-                "metadata": {"simulated": True},
-            })
+            opened = self.api.call(
+                "POST",
+                "/sessions",
+                {
+                    "agent": agent,
+                    "title": f"Live run {time.strftime('%H:%M:%S')}",
+                    "metadata": {"simulated": True},
+                },
+            )
             if "id" not in opened:
                 self.log(f"open failed: {opened}")
                 return
             self.sessions[agent] = current = {"id": opened["id"], "turn": 0, "status": "open"}
             self.log(f"{agent}: opened {opened['id']}")
             if agent == "research-writer":
-                task = self.api.call("POST", "/tasks", {
-                    "workflow": "research_report", "session_ids": [opened["id"]],
-                    "params": {"question": "How do agent frameworks store sessions?"},
-                })
+                task = self.api.call(
+                    "POST",
+                    "/tasks",
+                    {
+                        "workflow": "research_report",
+                        "session_ids": [opened["id"]],
+                        "params": {"question": "How do agent frameworks store sessions?"},
+                    },
+                )
                 current["task_id"] = task.get("id")
         sid = current["id"]
         current["turn"] += 1
@@ -121,8 +133,12 @@ class Simulator:
         events = [
             {"kind": "message", "role": "user", "content": {"text": f"Turn {turn}: what next?"}},
             {"kind": "tool_call", "content": {"name": "lookup", "arguments": {"turn": turn}}},
-            {"kind": "message", "role": "assistant", "tokens": self.rng.randint(50, 400),
-             "content": {"text": f"Working on it (turn {turn})."}},
+            {
+                "kind": "message",
+                "role": "assistant",
+                "tokens": self.rng.randint(50, 400),
+                "content": {"text": f"Working on it (turn {turn})."},
+            },
             {"kind": "state", "content": {"turn": turn, "confidence": round(self.rng.random(), 2)}},
         ]
         if turn % 4 == 0:
@@ -132,8 +148,9 @@ class Simulator:
             self.advance_task(current["task_id"], turn)
         roll = self.rng.random()
         if turn > 6 and roll < 0.15:
-            result = self.api.call("POST", f"/sessions/{sid}/pause",
-                                   {"reason": "Needs a human: unclear refund policy"})
+            result = self.api.call(
+                "POST", f"/sessions/{sid}/pause", {"reason": "Needs a human: unclear refund policy"}
+            )
             current["status"] = result.get("status", current["status"])
         elif turn > 12 and roll > 0.9:
             result = self.api.call("POST", f"/sessions/{sid}/close", {"reason": "done"})
@@ -141,8 +158,12 @@ class Simulator:
 
     # The research pipeline, one step of progress every couple of turns: a step runs, sometimes
     # fails once and is retried, then succeeds with structured outputs; the task moves on.
-    PIPELINE = [("research", "draft"), ("draft", "submit"), ("review", "approve"),
-                ("publish", "publish")]
+    PIPELINE = [
+        ("research", "draft"),
+        ("draft", "submit"),
+        ("review", "approve"),
+        ("publish", "publish"),
+    ]
 
     def advance_task(self, task_id: str, turn: int) -> None:
         if turn % 2:
@@ -155,12 +176,28 @@ class Simulator:
         if (turn // 2) % 2 == 1:
             self.api.call("PUT", path, {"status": "running", "agent": "research-writer"})
             if self.rng.random() < 0.3:
-                self.api.call("PUT", path, {"status": "failed", "error": {
-                    "type": "rate_limited", "message": "search API answered 429",
-                    "detail": {"retry_after": 2}}})
+                self.api.call(
+                    "PUT",
+                    path,
+                    {
+                        "status": "failed",
+                        "error": {
+                            "type": "rate_limited",
+                            "message": "search API answered 429",
+                            "detail": {"retry_after": 2},
+                        },
+                    },
+                )
             return
         self.api.call("PUT", path, {"status": "running", "agent": "research-writer"})
         outputs = {"turn": turn, "summary": f"{step} done", "items": self.rng.randint(1, 9)}
-        self.api.call("PUT", path, {"status": "succeeded", "outputs": outputs,
-                                    "branch": transition if step == "review" else None})
+        self.api.call(
+            "PUT",
+            path,
+            {
+                "status": "succeeded",
+                "outputs": outputs,
+                "branch": transition if step == "review" else None,
+            },
+        )
         self.api.call("POST", f"/tasks/{task_id}/transitions", {"transition": transition})
