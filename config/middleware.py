@@ -1,5 +1,7 @@
 from django.conf import settings
+from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponse
+from django.middleware import csp
 
 from core.http import error_response
 
@@ -86,3 +88,48 @@ class DashboardDomainErrorMiddleware:
         if getattr(request, "htmx", False):
             return render(request, "errors/_inline_error.html", context, status=status)
         return render(request, "errors/domain_error.html", context, status=status)
+
+
+class ContentSecurityPolicyMiddleware(csp.ContentSecurityPolicyMiddleware):
+    """Django's CSP middleware (settings.SECURE_CSP), with this request's own websocket origin
+    (ws:// or wss:// and the host) added to connect-src.
+
+    CSP Level 3 lets 'self' match ws: and wss: on the page's own host, and current browsers
+    follow it; older ones (Safari before 15.4) do not, and the dashboard's live updates would be
+    refused there. The host is the one ALLOWED_HOSTS accepted. A view that sets its own policy
+    (django.views.decorators.csp) keeps it untouched.
+    """
+
+    def process_response(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
+        config = settings.SECURE_CSP
+        if config and "connect-src" in config and not hasattr(response, "_csp_config"):
+            try:
+                host = request.get_host()
+            except DisallowedHost:
+                host = ""
+            if host:
+                origin = f"{'wss' if request.is_secure() else 'ws'}://{host}"
+                connect = [*config["connect-src"], origin]
+                response._csp_config = {**config, "connect-src": connect}  # type: ignore[attr-defined]
+        return super().process_response(request, response)  # type: ignore[no-any-return]
+
+
+class PermissionsPolicyMiddleware:
+    """Send settings.PERMISSIONS_POLICY ({feature: [allowed origins]}) as the Permissions-Policy
+    header on every response: an empty list turns the feature off for the page and its frames.
+
+    Eight lines instead of django-permissions-policy: the policy is one fixed string, built once.
+    """
+
+    def __init__(self, get_response):  # type: ignore[no-untyped-def]
+        self.get_response = get_response
+        self.header = ", ".join(
+            f"{feature}=({' '.join(origins)})"
+            for feature, origins in settings.PERMISSIONS_POLICY.items()
+        )
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if self.header and "Permissions-Policy" not in response:
+            response["Permissions-Policy"] = self.header
+        return response

@@ -53,6 +53,13 @@
     });
   });
 
+  // <select data-autosubmit> submits its form on change (a <noscript> button does without JS).
+  document.addEventListener("change", function (e) {
+    if (e.target.matches && e.target.matches("select[data-autosubmit]") && e.target.form) {
+      e.target.form.submit();
+    }
+  });
+
   // Websocket status dot.
   document.addEventListener("htmx:wsOpen", function () {
     document.querySelectorAll(".live-dot").forEach(function (d) { d.classList.add("on"); d.title = "Live"; });
