@@ -110,3 +110,12 @@ def test_the_api_and_its_docs_answer_with_the_policies(team: Team):
     assert_strict_headers(client.get("/api/v1/no-such-thing"))
     assert_strict_headers(client.get("/api/v1/openapi.json"))
     assert_strict_headers(client.get("/api/v1/docs"))
+
+
+def test_a_refused_host_gets_the_policies_without_a_websocket_origin():
+    """The websocket origin is taken from a host ALLOWED_HOSTS accepted, never from another."""
+    response = Client().get("/accounts/login/", HTTP_HOST="evil.example")
+    assert response.status_code == 400
+    assert directives(response["Content-Security-Policy"])["connect-src"] == "'self'"
+    assert "evil.example" not in response["Content-Security-Policy"]
+    assert "camera=()" in response["Permissions-Policy"]
