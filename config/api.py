@@ -17,6 +17,7 @@ from ninja.throttling import BaseThrottle
 from core.errors import DomainError
 from core.http import error_response
 from core.models import ApiKey
+from core.outage import OutageLog
 from core.services.projects import authenticate_api_key
 
 logger = logging.getLogger(__name__)
@@ -33,7 +34,13 @@ class ApiKeyRateThrottle(BaseThrottle):
     A fixed window counted with the cache's atomic incr (Redis INCR in production), so several
     server processes share one count; ninja's SimpleRateThrottle reads, edits and writes back
     a list, which loses counts when requests of one key arrive together.
+
+    A limiter that cannot count lets the request through: with the cache down, refusing (or
+    failing: ninja runs throttles outside its exception handlers) would take the whole API down
+    with it. The outage is logged once (core.outage), not per request.
     """
+
+    outage = OutageLog(logger, "API rate limit store (cache)")
 
     def __init__(self, per_minute: int) -> None:
         self.per_minute = per_minute
@@ -45,8 +52,14 @@ class ApiKeyRateThrottle(BaseThrottle):
         now = time.time()
         self.retry_after = 60 - now % 60
         counter = f"api-rate:{api_key.prefix}:{int(now // 60)}"
-        cache.add(counter, 0, timeout=120)
-        return cache.incr(counter) <= self.per_minute
+        try:
+            cache.add(counter, 0, timeout=120)
+            count = cache.incr(counter)
+        except Exception as exc:
+            self.outage.failed(exc)
+            return True
+        self.outage.succeeded()
+        return count <= self.per_minute
 
     def wait(self) -> float:
         return self.retry_after

@@ -13,7 +13,13 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
+from .outage import OutageLog
+
 logger = logging.getLogger(__name__)
+
+# During a Redis outage every write's send fails: one warning for the outage, not a traceback
+# per write (outboxed events are re-sent by the relay job; live-only ones are caught up on).
+_layer_outage = OutageLog(logger, "channel layer (live updates)")
 
 
 def session_group(session_id: object) -> str:
@@ -40,7 +46,8 @@ def send_to_groups(groups: list[str], message: dict[str, Any]) -> bool:
     try:
         for group in groups:
             async_to_sync(layer.group_send)(group, message)
-    except Exception:
-        logger.exception("live update to %s failed", groups)
+    except Exception as exc:
+        _layer_outage.failed(exc)
         return False
+    _layer_outage.succeeded()
     return True

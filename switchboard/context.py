@@ -6,6 +6,7 @@ return plain values and the templates (autoescaped) turn them into markup.
 """
 
 import json
+import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -17,6 +18,7 @@ from django.db import connection
 from django.utils import timezone
 
 from core.models import Membership, Project
+from core.outage import OutageLog
 from core.pages import role_context
 from sessions_app.models import Session, SessionStatus, Tier
 from sessions_app.queries import (
@@ -29,6 +31,8 @@ from sessions_app.queries import (
 )
 from sessions_app.services.state import FoldedState, state_at
 from tasks_app.queries import tasks_for_session
+
+logger = logging.getLogger(__name__)
 
 EVENTS_PER_PAGE = 50
 
@@ -79,15 +83,16 @@ def events_chart(project: Project, *, now: datetime | None = None) -> EventsChar
     """Events per minute over the last hour, as bar geometry for an inline SVG.
 
     Cached for half a minute per project: however many people watch the overview, the count
-    runs at most twice a minute (see queries.events_per_minute for why one run is cheap).
+    runs at most twice a minute (see queries.events_per_minute for why one run is cheap). With
+    the cache down the chart is counted for every request rather than not shown.
     """
     now = now or timezone.now()
     # The database name keeps two databases that share one cache (test suites) apart.
     key = f"dashboard:epm:{connection.settings_dict['NAME']}:{project.pk}"
-    counts = cache.get(key)
+    counts = _cached_counts(key)
     if counts is None:
         counts = events_per_minute(project, now=now)
-        cache.set(key, counts, CHART_CACHE_SECONDS)
+        _cache_counts(key, counts)
     start = now.replace(second=0, microsecond=0) - timedelta(minutes=len(counts) - 1)
     chart = EventsChart(bars=[], total=sum(counts), peak=max(counts, default=0), start=start)
     step = chart.width / max(len(counts), 1)
@@ -447,3 +452,23 @@ def linked_tasks(session: Session) -> list[Any]:
 
 
 # --- Sessions list --------------------------------------------------------------------------
+
+
+_chart_cache_outage = OutageLog(logger, "overview chart cache")
+
+
+def _cached_counts(key: str) -> list[int] | None:
+    try:
+        counts = cache.get(key)
+    except Exception as exc:
+        _chart_cache_outage.failed(exc)
+        return None
+    _chart_cache_outage.succeeded()
+    return counts  # type: ignore[no-any-return]
+
+
+def _cache_counts(key: str, counts: list[int]) -> None:
+    try:
+        cache.set(key, counts, CHART_CACHE_SECONDS)
+    except Exception as exc:
+        _chart_cache_outage.failed(exc)
