@@ -11,6 +11,7 @@ import math
 import time
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.core.cache import cache
 
 
@@ -59,6 +60,64 @@ def peek(bucket: str, limit: int, period: int = 60) -> Window:
     return Window(limit, int(cache.get(key, 0)), reset)
 
 
-def bucket_name(*parts: str) -> str:
+def forget(bucket: str, period: int = 60) -> None:
+    """Drop `bucket`'s count in the current window."""
+    cache.delete(_counter(bucket, period)[0])
+
+
+def _digest(value: str) -> str:
     """A cache-safe bucket name for arbitrary input (usernames, addresses)."""
-    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:32]
+    return hashlib.sha256(value.encode()).hexdigest()[:32]
+
+
+# --- Dashboard sign-in ------------------------------------------------------------------------
+# Failed sign-ins are counted per account and per client address (only failures: a team behind
+# one address signs in as often as it likes); at the limit the sign-in refuses, without checking
+# the password, until the window ends.
+
+
+@dataclass(frozen=True)
+class Lockout:
+    scope: str  # "account" or "address"
+    retry_after: int  # seconds until the window ends
+
+
+def _signin_buckets(username: str, address: str) -> list[tuple[str, str, int]]:
+    return [
+        (
+            "account",
+            # Case-folded: varying the case of a name must not buy fresh attempts.
+            f"signin-account:{_digest(username.casefold())}",
+            settings.SWITCHBOARD_LOGIN_FAILURES_PER_ACCOUNT,
+        ),
+        (
+            "address",
+            f"signin-address:{_digest(address)}",
+            settings.SWITCHBOARD_LOGIN_FAILURES_PER_ADDRESS,
+        ),
+    ]
+
+
+def signin_lockout(username: str, address: str) -> Lockout | None:
+    """Why a sign-in for `username` from `address` is refused now, or None if it may proceed."""
+    period = settings.SWITCHBOARD_LOGIN_WINDOW_SECONDS
+    for scope, bucket, limit in _signin_buckets(username, address):
+        if limit > 0:
+            window = peek(bucket, limit, period)
+            if window.count >= limit:
+                return Lockout(scope, window.reset)
+    return None
+
+
+def record_signin_failure(username: str, address: str) -> None:
+    period = settings.SWITCHBOARD_LOGIN_WINDOW_SECONDS
+    for _scope, bucket, limit in _signin_buckets(username, address):
+        if limit > 0:
+            hit(bucket, limit, period)
+
+
+def forget_signin_failures(username: str) -> None:
+    """After a successful sign-in the account starts afresh (the address count stays)."""
+    period = settings.SWITCHBOARD_LOGIN_WINDOW_SECONDS
+    _scope, account_bucket, _limit = _signin_buckets(username, "")[0]
+    forget(account_bucket, period)
