@@ -2,10 +2,9 @@
 
 import logging
 import math
-import time
+from dataclasses import dataclass
 
 from django.conf import settings
-from django.core.cache import cache
 from django.core.exceptions import RequestDataTooBig
 from django.db import DatabaseError, DataError, InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse
@@ -14,11 +13,13 @@ from ninja.errors import AuthenticationError, HttpError, Throttled, ValidationEr
 from ninja.security import HttpBearer
 from ninja.throttling import BaseThrottle
 
+from core import ratelimit
 from core.errors import DomainError
 from core.http import error_response
 from core.models import ApiKey
 from core.outage import OutageLog
 from core.services.projects import authenticate_api_key
+from tasks_app.api import SignalGrant
 
 logger = logging.getLogger(__name__)
 
@@ -28,12 +29,34 @@ class ApiKeyAuth(HttpBearer):
         return authenticate_api_key(token)
 
 
+@dataclass(frozen=True)
+class RateBucket:
+    name: str
+    limit: int
+    subject: str  # named in the 429 message
+
+
+def rate_bucket(auth: object) -> RateBucket | None:
+    """Whose count a request goes to: its API key's, or for a signal token its task's own (a
+    webhook sender's traffic neither spends the agents' budget nor shares one across tasks)."""
+    if isinstance(auth, ApiKey):
+        rate = settings.SWITCHBOARD_API_RATE_PER_MINUTE
+        return RateBucket(f"api-key:{auth.prefix}", rate, "this API key") if rate > 0 else None
+    if isinstance(auth, SignalGrant):
+        rate = settings.SWITCHBOARD_SIGNAL_RATE_PER_MINUTE
+        name = f"signal-task:{auth.task.pk}"
+        return RateBucket(name, rate, "this task's signal token") if rate > 0 else None
+    return None  # unauthenticated requests are refused by auth, not counted here
+
+
 class ApiKeyRateThrottle(BaseThrottle):
-    """At most `per_minute` requests per API key in each clock minute, counted in the cache.
+    """At most the bucket's limit of requests in each clock minute (core/ratelimit.py).
 
     A fixed window counted with the cache's atomic incr (Redis INCR in production), so several
     server processes share one count; ninja's SimpleRateThrottle reads, edits and writes back
-    a list, which loses counts when requests of one key arrive together.
+    a list, which loses counts when requests of one key arrive together. The rate is read per
+    request, so settings apply without rebuilding the API. The window is left on the request
+    for RateLimitHeadersMiddleware (config/middleware.py) and the 429 handler.
 
     A limiter that cannot count lets the request through: with the cache down, refusing (or
     failing: ninja runs throttles outside its exception handlers) would take the whole API down
@@ -42,32 +65,23 @@ class ApiKeyRateThrottle(BaseThrottle):
 
     outage = OutageLog(logger, "API rate limit store (cache)")
 
-    def __init__(self, per_minute: int) -> None:
-        self.per_minute = per_minute
-
     def allow_request(self, request: HttpRequest) -> bool:
-        api_key = getattr(request, "auth", None)
-        if not isinstance(api_key, ApiKey):
-            return True  # unauthenticated requests are refused by auth, not counted here
-        now = time.time()
-        self.retry_after = 60 - now % 60
-        counter = f"api-rate:{api_key.prefix}:{int(now // 60)}"
+        bucket = rate_bucket(getattr(request, "auth", None))
+        if bucket is None:
+            return True
         try:
-            cache.add(counter, 0, timeout=120)
-            count = cache.incr(counter)
+            window = ratelimit.hit(bucket.name, bucket.limit)
         except Exception as exc:
             self.outage.failed(exc)
             return True
         self.outage.succeeded()
-        return count <= self.per_minute
+        request.rate_limit = window  # type: ignore[attr-defined]
+        request.rate_limit_subject = bucket.subject  # type: ignore[attr-defined]
+        self.retry_after = window.reset
+        return not window.exceeded
 
     def wait(self) -> float:
         return self.retry_after
-
-
-def _throttles() -> list[BaseThrottle]:
-    rate = settings.SWITCHBOARD_API_RATE_PER_MINUTE
-    return [ApiKeyRateThrottle(rate)] if rate > 0 else []
 
 
 api = NinjaAPI(
@@ -75,7 +89,7 @@ api = NinjaAPI(
     version="1",
     description="Sessions (append-only event logs) and tasks (workflow state) for AI agents.",
     auth=ApiKeyAuth(),
-    throttle=_throttles(),
+    throttle=[ApiKeyRateThrottle()],
     urls_namespace="api",
     docs_url="/docs",
     openapi_url="/openapi.json",
@@ -105,8 +119,9 @@ def authentication_error(request: HttpRequest, exc: AuthenticationError) -> Http
 @api.exception_handler(Throttled)
 def throttled(request: HttpRequest, exc: Throttled) -> HttpResponse:
     retry_after = math.ceil(exc.wait or 0)
+    subject = getattr(request, "rate_limit_subject", "this API key")
     response = error_response(
-        429, "rate_limited", "Too many requests for this API key.", {"retry_after": retry_after}
+        429, "rate_limited", f"Too many requests for {subject}.", {"retry_after": retry_after}
     )
     if exc.wait:
         response["Retry-After"] = str(math.ceil(exc.wait))

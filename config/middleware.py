@@ -4,6 +4,23 @@ from django.http import HttpRequest, HttpResponse
 from django.middleware import csp
 
 from core.http import error_response
+from core.ratelimit import Window
+
+
+class RateLimitHeadersMiddleware:
+    """Every counted API response says where its caller stands: RateLimit-Limit, -Remaining and
+    -Reset (the window the API throttle in config/api.py left on the request)."""
+
+    def __init__(self, get_response):  # type: ignore[no-untyped-def]
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        window = getattr(request, "rate_limit", None)
+        if isinstance(window, Window):
+            for name, value in window.headers().items():
+                response[name] = value
+        return response
 
 
 class ApiBodyLimitMiddleware:

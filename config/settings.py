@@ -90,7 +90,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # First, so every answer carries them, the API's early refusals included.
+    # Outermost, so their headers land on every answer, the API's early refusals included.
+    "config.middleware.RateLimitHeadersMiddleware",
     "config.middleware.ContentSecurityPolicyMiddleware",
     "config.middleware.PermissionsPolicyMiddleware",
     "config.middleware.ApiBodyLimitMiddleware",
@@ -298,8 +299,24 @@ SWITCHBOARD_MAX_EVENT_BYTES = env_int("SWITCHBOARD_MAX_EVENT_BYTES", 256 * 1024)
 SWITCHBOARD_MAX_BATCH_EVENTS = env_int("SWITCHBOARD_MAX_BATCH_EVENTS", 1000)
 # A snapshot is taken automatically every N events, so state at any seq folds at most N events.
 SWITCHBOARD_SNAPSHOT_EVERY = env_int("SWITCHBOARD_SNAPSHOT_EVERY", 200)
-# Requests per minute per API key; 0 turns throttling off.
-SWITCHBOARD_API_RATE_PER_MINUTE = env_int("SWITCHBOARD_API_RATE_PER_MINUTE", 0)
+# Requests per minute per API key; 0 turns throttling off. 6000 (100/s on average): agents
+# append in bursts (a tool-calling loop posts each call and result as it happens, and one key
+# often serves many concurrent sessions), so the limit sits well above a busy key's real
+# traffic and is not met by legitimate use; what it stops is a runaway loop or a leaked key
+# taking a server: at ~3 ms of server CPU per request (bench/ingest.py) one key at the limit
+# uses about a third of a core. Agents that need more batch events (one request takes up to
+# SWITCHBOARD_MAX_BATCH_EVENTS) or get a higher limit here.
+SWITCHBOARD_API_RATE_PER_MINUTE = env_int("SWITCHBOARD_API_RATE_PER_MINUTE", 6000)
+# Requests per minute per task made with the task's signal token (no API key); 0 = off. A
+# webhook sender delivers a handful of signals per task, with retries; 60 leaves room for those
+# and keeps a leaked token (it may travel in a URL) from flooding the task's signal table.
+SWITCHBOARD_SIGNAL_RATE_PER_MINUTE = env_int("SWITCHBOARD_SIGNAL_RATE_PER_MINUTE", 60)
+# Dashboard sign-in: failed attempts allowed per account and per client address in each window
+# (clock-aligned, SWITCHBOARD_LOGIN_WINDOW_SECONDS); past either, the sign-in page answers 429
+# until the window ends. Only failures count, so an office behind one address signs in freely.
+SWITCHBOARD_LOGIN_FAILURES_PER_ACCOUNT = env_int("SWITCHBOARD_LOGIN_FAILURES_PER_ACCOUNT", 5)
+SWITCHBOARD_LOGIN_FAILURES_PER_ADDRESS = env_int("SWITCHBOARD_LOGIN_FAILURES_PER_ADDRESS", 20)
+SWITCHBOARD_LOGIN_WINDOW_SECONDS = env_int("SWITCHBOARD_LOGIN_WINDOW_SECONDS", 15 * 60)
 # An API key's last_used_at is written at most this often (never per request: hot path).
 SWITCHBOARD_KEY_TOUCH_SECONDS = env_int("SWITCHBOARD_KEY_TOUCH_SECONDS", 60)
 DATA_UPLOAD_MAX_MEMORY_SIZE = SWITCHBOARD_MAX_BODY_BYTES

@@ -1,11 +1,17 @@
 from django.contrib import admin
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 from config.api import api
+from switchboard.views import SignInView
 
 urlpatterns = [
     path("api/v1/", api.urls),
+    # One sign-in page for everyone, so the admin's own form cannot bypass the throttle.
+    path("admin/login/", RedirectView.as_view(pattern_name="login", query_string=True)),
     path("admin/", admin.site.urls),
+    # Before Django's auth URLs: the sign-in that throttles failures (switchboard.views).
+    path("accounts/login/", SignInView.as_view(), name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("tasks_app.urls")),
     path("", include("switchboard.urls")),

@@ -7,11 +7,15 @@ Domain errors (404 outside the project, 403 below the role, 409 on a refused tra
 are rendered by config.middleware.DashboardDomainErrorMiddleware, as a page or a fragment.
 """
 
+import math
 from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import AuthenticationForm
+from django.contrib.auth.views import LoginView
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -30,6 +34,7 @@ from core.pages import (
     role_context,
     user_projects,
 )
+from core.ratelimit import forget_signin_failures, record_signin_failure, signin_lockout
 from sessions_app.access import get_session_for_user
 from sessions_app.http import jsonl_export_response
 from sessions_app.models import Session
@@ -309,3 +314,42 @@ def session_fork(request: HttpRequest, session_id: str) -> HttpResponse:
 def session_export(request: HttpRequest, session_id: str) -> StreamingHttpResponse:
     session, _ = get_session_for_user(request.user, session_id)
     return jsonl_export_response(session, actor=Actor.for_user(request.user))  # type: ignore[arg-type]
+
+
+# --- Sign-in ------------------------------------------------------------------------------------
+
+
+class SignInView(LoginView):
+    """Django's sign-in, refused (429, a page saying when to retry) while the account or the
+    client address has too many recent failures (core.ratelimit). The address is REMOTE_ADDR:
+    behind a reverse proxy, have the server take it from the proxy (uvicorn --proxy-headers)."""
+
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        lockout = signin_lockout(_username(request), _address(request))
+        if lockout is not None:
+            minutes = math.ceil(lockout.retry_after / 60)
+            response = render(
+                request,
+                "registration/login_throttled.html",
+                {"scope": lockout.scope, "minutes": minutes},
+                status=429,
+            )
+            response["Retry-After"] = str(lockout.retry_after)
+            return response
+        return super().post(request, *args, **kwargs)
+
+    def form_invalid(self, form: AuthenticationForm) -> HttpResponse:
+        record_signin_failure(_username(self.request), _address(self.request))
+        return super().form_invalid(form)
+
+    def form_valid(self, form: AuthenticationForm) -> HttpResponse:
+        forget_signin_failures(_username(self.request))
+        return super().form_valid(form)
+
+
+def _username(request: HttpRequest) -> str:
+    return str(request.POST.get("username", ""))
+
+
+def _address(request: HttpRequest) -> str:
+    return str(request.META.get("REMOTE_ADDR", ""))

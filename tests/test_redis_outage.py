@@ -60,7 +60,8 @@ def test_the_rate_limit_lets_requests_through_and_logs_once_while_its_cache_is_d
 ):
     api_key, _ = make_api_key(project)
     request = _KeyedRequest(api_key)
-    throttle = ApiKeyRateThrottle(per_minute=2)
+    settings.SWITCHBOARD_API_RATE_PER_MINUTE = 2
+    throttle = ApiKeyRateThrottle()
     caplog.set_level(logging.INFO, logger="config.api")
     with private_redis(tmp_path) as redis:
         redis_settings(settings, redis.url)
@@ -173,3 +174,23 @@ def test_pages_and_appends_work_with_redis_down_and_live_updates_resume_after(
 
         async_to_sync(scenario)()
     assert not OutboxMessage.objects.filter(relayed_at__isnull=True).exists()
+
+
+def test_signing_in_works_while_the_sign_in_throttle_store_is_down(db, settings, tmp_path, caplog):
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    get_user_model().objects.create_user("ann", password="correct horse battery")
+    caplog.set_level(logging.INFO, logger="core.ratelimit")
+    with private_redis(tmp_path) as redis:
+        redis_settings(settings, redis.url)
+        redis.stop()
+        client = Client()
+        wrong = client.post(reverse("login"), {"username": "ann", "password": "nope"})
+        assert wrong.status_code == 200  # the form again, with its error: not a 500
+        right = client.post(
+            reverse("login"), {"username": "ann", "password": "correct horse battery"}
+        )
+        assert right.status_code == 302  # the password is still checked, and it is right
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and "sign-in throttle" in warnings[0].getMessage()
