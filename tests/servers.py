@@ -37,8 +37,11 @@ def child_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def _bin(name: str) -> str:
-    return str(Path(sys.executable).parent / name)
+def _bin(name: str) -> list[str]:
+    """The command running a tool of this interpreter's environment, as `python -m tool`: the
+    venv's script would carry the path of the venv it was installed in (a moved or copied
+    venv's scripts name an interpreter that is not there)."""
+    return [sys.executable, "-m", name]
 
 
 def wait_for_http(url: str, timeout: float = 30.0, process: subprocess.Popen | None = None) -> None:
@@ -61,7 +64,7 @@ def asgi_server(*, workers: int = 1, **env: str) -> Iterator[str]:
     """Run uvicorn on a free port; yields its base URL. Stopped (and reaped) on exit."""
     port = free_port()
     command = [
-        _bin("uvicorn"),
+        *_bin("uvicorn"),
         "config.asgi:application",
         "--host",
         "127.0.0.1",
@@ -99,7 +102,7 @@ def celery_processes(queue: str, tmp_path: Path, *, beat: bool = False) -> Itera
     log = tmp_path / "celery.log"
     commands = [
         [
-            _bin("celery"),
+            *_bin("celery"),
             "-A",
             "config",
             "worker",
@@ -119,7 +122,7 @@ def celery_processes(queue: str, tmp_path: Path, *, beat: bool = False) -> Itera
     if beat:
         commands.append(
             [
-                _bin("celery"),
+                *_bin("celery"),
                 "-A",
                 "config",
                 "beat",
