@@ -62,6 +62,13 @@ def wait_for_http(url: str, timeout: float = 30.0, process: subprocess.Popen | N
 @contextmanager
 def asgi_server(*, workers: int = 1, **env: str) -> Iterator[str]:
     """Run uvicorn on a free port; yields its base URL. Stopped (and reaped) on exit."""
+    with asgi_server_process(workers=workers, **env) as (base_url, _):
+        yield base_url
+
+
+@contextmanager
+def asgi_server_process(*, workers: int = 1, **env: str) -> Iterator[tuple[str, subprocess.Popen]]:
+    """asgi_server(), yielding its process too (uvicorn's master when workers > 1)."""
     port = free_port()
     command = [
         *_bin("uvicorn"),
@@ -81,7 +88,7 @@ def asgi_server(*, workers: int = 1, **env: str) -> Iterator[str]:
     base_url = f"http://127.0.0.1:{port}"
     try:
         wait_for_http(base_url + "/accounts/login/", process=process)
-        yield base_url
+        yield base_url, process
     finally:
         process.terminate()
         try:

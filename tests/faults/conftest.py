@@ -26,13 +26,13 @@ print(json.dumps({
 """
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def private_pg(django_db_setup) -> PrivatePostgres:
-    """A private PostgreSQL holding a copy of the migrated test database (one per module)."""
+    """A private PostgreSQL holding a copy of the migrated test database (one per run)."""
     with private_postgres() as pg:
         yield pg
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def fixtures(private_pg) -> dict:
     return json.loads(run_django(private_pg.env(), _SETUP).strip().splitlines()[-1])
