@@ -99,7 +99,9 @@ def asgi_server_process(*, workers: int = 1, **env: str) -> Iterator[tuple[str, 
 
 
 @contextmanager
-def celery_processes(queue: str, tmp_path: Path, *, beat: bool = False) -> Iterator[Path]:
+def celery_processes(
+    queue: str, tmp_path: Path, *, beat: bool = False, app: str = "config", **env: str
+) -> Iterator[Path]:
     """A real Celery worker consuming only `queue` (and a beat process, if asked) against the
     test database; yields the log file both write to. Stopped (and reaped) on exit.
 
@@ -111,7 +113,7 @@ def celery_processes(queue: str, tmp_path: Path, *, beat: bool = False) -> Itera
         [
             *_bin("celery"),
             "-A",
-            "config",
+            app,
             "worker",
             "-Q",
             queue,
@@ -143,7 +145,9 @@ def celery_processes(queue: str, tmp_path: Path, *, beat: bool = False) -> Itera
         )
     with log.open("w") as out:
         processes = [
-            subprocess.Popen(c, cwd=ROOT, env=child_env(), stdout=out, stderr=subprocess.STDOUT)
+            subprocess.Popen(
+                c, cwd=ROOT, env=child_env(**env), stdout=out, stderr=subprocess.STDOUT
+            )
             for c in commands
         ]
         try:
