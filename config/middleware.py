@@ -1,3 +1,5 @@
+import logging
+
 from django.conf import settings
 from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponse
@@ -21,6 +23,8 @@ class RateLimitHeadersMiddleware:
             for name, value in window.headers().items():
                 response[name] = value
         return response
+
+logger = logging.getLogger(__name__)
 
 
 class ApiBodyLimitMiddleware:
@@ -66,10 +70,13 @@ class DashboardDomainErrorMiddleware:
     """Render a domain error raised by a dashboard view as a friendly page (or htmx fragment).
 
     The API renders the same errors as JSON in config/api.py; this is the dashboard's one place.
+    A database that cannot be reached (stopped, restarting, out of connections) is no bug of
+    ours: a 503 page that says so, and asks to retry, rather than the 500 page.
     """
 
     TITLES = {
         403: "Not allowed",
+        503: "Switchboard is temporarily unavailable",
         404: "Not found",
         409: "That cannot be done now",
         413: "Too large",
@@ -80,7 +87,10 @@ class DashboardDomainErrorMiddleware:
         403: "Your role in this project does not allow this. An admin can change your role.",
         404: "It may have been deleted, or it belongs to a project you are not a member of.",
         409: "Someone or something changed it meanwhile. Reload the page to see its state.",
+        503: "Nothing was lost. Reload the page in a few seconds.",
     }
+    UNAVAILABLE = "Switchboard is temporarily unavailable: its database cannot be reached."
+    RETRY_AFTER_SECONDS = 5
 
     def __init__(self, get_response):  # type: ignore[no-untyped-def]
         self.get_response = get_response
@@ -89,22 +99,38 @@ class DashboardDomainErrorMiddleware:
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        from django.db import InterfaceError, OperationalError
         from django.shortcuts import render
+        from django.template.loader import render_to_string
 
         from core.errors import DomainError
 
-        if not isinstance(exception, DomainError) or request.path.startswith("/api/"):
+        if request.path.startswith("/api/"):
             return None
-        status = exception.status
+        if isinstance(exception, DomainError):
+            status, message = exception.status, exception.message
+        elif isinstance(exception, (OperationalError, InterfaceError)):
+            logger.warning("database unavailable: %s", exception)
+            status, message = 503, self.UNAVAILABLE
+        else:
+            return None
         context = {
             "title": self.TITLES.get(status, "Something is not right"),
-            "message": exception.message,
+            "message": message,
             "hint": self.HINTS.get(status, "Check what you entered and try again."),
             "status": status,
         }
-        if getattr(request, "htmx", False):
-            return render(request, "errors/_inline_error.html", context, status=status)
-        return render(request, "errors/domain_error.html", context, status=status)
+        template = (
+            "errors/_inline_error.html"
+            if getattr(request, "htmx", False)
+            else "errors/domain_error.html"
+        )
+        if status != 503:
+            return render(request, template, context, status=status)
+        # Without the request: its context processors read the signed-in user, from the database.
+        response = HttpResponse(render_to_string(template, context), status=503)
+        response["Retry-After"] = str(self.RETRY_AFTER_SECONDS)
+        return response
 
 
 class ContentSecurityPolicyMiddleware(csp.ContentSecurityPolicyMiddleware):

@@ -134,6 +134,9 @@ TEMPLATES = [
 DATABASE_URL = env_str("DATABASE_URL") or embedded_postgres.database_url()
 DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Django's backend with a pool that fails fast while the server is unreachable (a 503 at
+    # once, not after DB_POOL_TIMEOUT) and resumes with it: config/db/base.py.
+    DATABASES["default"]["ENGINE"] = "config.db"
     # Set beside the URL's own query options (the embedded URL names its socket folder as ?host=).
     _options = DATABASES["default"].setdefault("OPTIONS", {})
     # Django's psycopg pool: no connection set-up per request (DESIGN.md, performance).

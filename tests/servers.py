@@ -37,8 +37,11 @@ def child_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def _bin(name: str) -> str:
-    return str(Path(sys.executable).parent / name)
+def _bin(name: str) -> list[str]:
+    """The command running a tool of this interpreter's environment, as `python -m tool`: the
+    venv's script would carry the path of the venv it was installed in (a moved or copied
+    venv's scripts name an interpreter that is not there)."""
+    return [sys.executable, "-m", name]
 
 
 def wait_for_http(url: str, timeout: float = 30.0, process: subprocess.Popen | None = None) -> None:
@@ -59,9 +62,16 @@ def wait_for_http(url: str, timeout: float = 30.0, process: subprocess.Popen | N
 @contextmanager
 def asgi_server(*, workers: int = 1, **env: str) -> Iterator[str]:
     """Run uvicorn on a free port; yields its base URL. Stopped (and reaped) on exit."""
+    with asgi_server_process(workers=workers, **env) as (base_url, _):
+        yield base_url
+
+
+@contextmanager
+def asgi_server_process(*, workers: int = 1, **env: str) -> Iterator[tuple[str, subprocess.Popen]]:
+    """asgi_server(), yielding its process too (uvicorn's master when workers > 1)."""
     port = free_port()
     command = [
-        _bin("uvicorn"),
+        *_bin("uvicorn"),
         "config.asgi:application",
         "--host",
         "127.0.0.1",
@@ -78,7 +88,7 @@ def asgi_server(*, workers: int = 1, **env: str) -> Iterator[str]:
     base_url = f"http://127.0.0.1:{port}"
     try:
         wait_for_http(base_url + "/accounts/login/", process=process)
-        yield base_url
+        yield base_url, process
     finally:
         process.terminate()
         try:
@@ -89,7 +99,9 @@ def asgi_server(*, workers: int = 1, **env: str) -> Iterator[str]:
 
 
 @contextmanager
-def celery_processes(queue: str, tmp_path: Path, *, beat: bool = False) -> Iterator[Path]:
+def celery_processes(
+    queue: str, tmp_path: Path, *, beat: bool = False, app: str = "config", **env: str
+) -> Iterator[Path]:
     """A real Celery worker consuming only `queue` (and a beat process, if asked) against the
     test database; yields the log file both write to. Stopped (and reaped) on exit.
 
@@ -99,9 +111,9 @@ def celery_processes(queue: str, tmp_path: Path, *, beat: bool = False) -> Itera
     log = tmp_path / "celery.log"
     commands = [
         [
-            _bin("celery"),
+            *_bin("celery"),
             "-A",
-            "config",
+            app,
             "worker",
             "-Q",
             queue,
@@ -119,7 +131,7 @@ def celery_processes(queue: str, tmp_path: Path, *, beat: bool = False) -> Itera
     if beat:
         commands.append(
             [
-                _bin("celery"),
+                *_bin("celery"),
                 "-A",
                 "config",
                 "beat",
@@ -133,7 +145,9 @@ def celery_processes(queue: str, tmp_path: Path, *, beat: bool = False) -> Itera
         )
     with log.open("w") as out:
         processes = [
-            subprocess.Popen(c, cwd=ROOT, env=child_env(), stdout=out, stderr=subprocess.STDOUT)
+            subprocess.Popen(
+                c, cwd=ROOT, env=child_env(**env), stdout=out, stderr=subprocess.STDOUT
+            )
             for c in commands
         ]
         try:
