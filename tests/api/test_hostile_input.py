@@ -224,6 +224,12 @@ def test_it_answers_401_for_a_signal_token_with_a_nul_character(api, project):
     assert response.json()["error"]["code"] == "unauthorized"
 
 
+def test_it_answers_401_for_an_api_key_with_a_nul_character(db):
+    response = Client().get("/api/v1/sessions", headers={"Authorization": "Bearer sb_\x00x_y"})
+    assert response.status_code == 401, response.content
+    assert response.json()["error"]["code"] == "unauthorized"
+
+
 def test_it_keeps_valid_non_ascii_text(api, project):
     session = make_session(project)
     text = "caf\u00e9 \U0001f600 \u4e2d"  # an astral character is a surrogate pair in JSON
