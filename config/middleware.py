@@ -1,7 +1,12 @@
+import logging
+
 from django.conf import settings
+from django.db import DataError
 from django.http import HttpRequest, HttpResponse
 
 from core.http import error_response
+
+logger = logging.getLogger(__name__)
 
 
 class ApiBodyLimitMiddleware:
@@ -72,9 +77,20 @@ class DashboardDomainErrorMiddleware:
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         from django.shortcuts import render
 
-        from core.errors import DomainError
+        from core.errors import DomainError, InvalidInput
 
-        if not isinstance(exception, DomainError) or request.path.startswith("/api/"):
+        if request.path.startswith("/api/"):
+            return None
+        if isinstance(exception, DataError | UnicodeEncodeError):
+            # A value the forms let through and the database refused: the visitor's input, so
+            # a 400 page in our words; the database's (SQL, table names) go to the log.
+            logger.info("value refused by the database: %s", exception)
+            exception = InvalidInput(
+                "A value you entered cannot be stored (a number out of range, or text holding "
+                "a NUL character)."
+            )
+            exception.status = 400
+        if not isinstance(exception, DomainError):
             return None
         status = exception.status
         context = {

@@ -2,8 +2,14 @@
 or a form gets the friendly 400 page and changes nothing (issue 8, defect 1). Django's form
 fields already refuse it; these guard that every dashboard input keeps going through one."""
 
+import logging
+
+import pytest
+from django.db import DataError, connection
+from django.test import RequestFactory
 from django.urls import reverse
 
+from config.middleware import DashboardDomainErrorMiddleware
 from sessions_app.models import Event, Session
 from tests.factories import make_task
 
@@ -40,3 +46,17 @@ def test_a_nul_character_in_a_reason_or_a_title_changes_nothing(team, session):
     assert session.status == "open"
     assert not Event.objects.filter(session=session, kind="lifecycle").exists()
     assert Session.objects.filter(project=team.project).count() == 1
+
+
+def test_a_database_refusal_gets_the_400_page_without_its_sql(team, caplog):
+    with pytest.raises(DataError) as refused, connection.cursor() as cursor:
+        cursor.execute("SELECT %s::jsonb", ['{"a": "\\u0000"}'])
+    request = RequestFactory().get(f"/p/{team.project.pk}/sessions/")
+    request.user = team.viewer
+    middleware = DashboardDomainErrorMiddleware(lambda request: None)
+    with caplog.at_level(logging.INFO, logger="config.middleware"):
+        response = middleware.process_exception(request, refused.value)
+    assert response is not None and response.status_code == 400
+    assert b"Check your input" in response.content and b"cannot be stored" in response.content
+    assert b"jsonb" not in response.content
+    assert "jsonb" in caplog.text or "Unicode" in caplog.text
