@@ -157,12 +157,16 @@ def unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
     if isinstance(exc, (OperationalError, InterfaceError)):
         logger.warning("database unavailable: %s", exc)
         return error_response(503, "unavailable", "The database is unavailable; retry shortly.")
-    if isinstance(exc, DataError):
-        # A value the column cannot hold (out of range, a NUL character): retrying cannot help,
-        # so it is the client's mistake (422), not an outage (503) that invites retries.
+    if isinstance(exc, DataError | UnicodeEncodeError):
+        # A value the column cannot hold that the schemas let through: retrying cannot help, so
+        # it is the client's mistake (422), not an outage (503) that invites retries. The
+        # database's words (SQL, table and column names) go to the log, not to the client.
         logger.info("value refused by the database: %s", exc)
         return error_response(
-            422, "invalid_input", "A value in the request cannot be stored.", {"reason": str(exc)}
+            422,
+            "invalid_input",
+            "A value in the request cannot be stored (a number out of range, or text holding "
+            "a NUL character or a lone surrogate).",
         )
     if isinstance(exc, DatabaseError):
         logger.exception("database error")

@@ -2,6 +2,7 @@ import logging
 
 from django.conf import settings
 from django.core.exceptions import DisallowedHost
+from django.db import DataError
 from django.http import HttpRequest, HttpResponse
 from django.middleware import csp
 
@@ -23,6 +24,9 @@ class RateLimitHeadersMiddleware:
             for name, value in window.headers().items():
                 response[name] = value
         return response
+
+
+logger = logging.getLogger(__name__)
 
 logger = logging.getLogger(__name__)
 
@@ -103,10 +107,19 @@ class DashboardDomainErrorMiddleware:
         from django.shortcuts import render
         from django.template.loader import render_to_string
 
-        from core.errors import DomainError
+        from core.errors import DomainError, InvalidInput
 
         if request.path.startswith("/api/"):
             return None
+        if isinstance(exception, DataError | UnicodeEncodeError):
+            # A value the forms let through and the database refused: the visitor's input, so
+            # a 400 page in our words; the database's (SQL, table names) go to the log.
+            logger.info("value refused by the database: %s", exception)
+            exception = InvalidInput(
+                "A value you entered cannot be stored (a number out of range, or text holding "
+                "a NUL character)."
+            )
+            exception.status = 400
         if isinstance(exception, DomainError):
             status, message = exception.status, exception.message
         elif isinstance(exception, (OperationalError, InterfaceError)):

@@ -16,3 +16,5 @@ urlpatterns = [
     path("", include("tasks_app.urls")),
     path("", include("switchboard.urls")),
 ]
+
+handler400 = "config.views.bad_request"

@@ -9,6 +9,7 @@ tests/api/test_contract.py checks that they do.
 
 import math
 import re
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Annotated, Any
@@ -25,6 +26,8 @@ from pydantic import (
     model_validator,
 )
 from pydantic_core import PydanticCustomError
+
+from core.text import check_storable
 
 # --- Requests ---------------------------------------------------------------------------------
 
@@ -44,7 +47,36 @@ class InSchema(Schema):
     ) -> Any:
         if not isinstance(values, dict | cls):
             raise PydanticCustomError("model_type", "Input should be an object")
-        return handler(values)
+        if isinstance(values, cls) or _checked_above.get():
+            return handler(values)
+        # The outermost schema checks the raw request once, so the error names the field as
+        # the client wrote it ("events[1].content.text"); the schemas nested in it skip it.
+        check_storable(values, field="")
+        token = _checked_above.set(True)
+        try:
+            return handler(values)
+        finally:
+            _checked_above.reset(token)
+
+
+_checked_above: ContextVar[bool] = ContextVar("_checked_above", default=False)
+
+
+def _storable_text(value: str, info: ValidationInfo) -> str:
+    check_storable(value, field=info.field_name or "")
+    return value
+
+
+# A path or query parameter declared on its own (not in an InSchema): text it can store.
+# Text PostgreSQL cannot store is refused as a domain error (InvalidInput naming the field),
+# not a schema error: pydantic lets InvalidInput through, and the API renders it as a 422.
+StorableStr = Annotated[str, AfterValidator(_storable_text)]
+
+
+# Column bounds (seqs, tokens, versions, attempts: integer; budgets, ids: bigint): a number
+# beyond them is refused as 422 before the database refuses it.
+MAX_INT = 2**31 - 1
+MAX_BIGINT = 2**63 - 1
 
 
 def _json_int(value: Any) -> Any:

@@ -22,6 +22,8 @@ from core.http import json_response
 from core.models import ApiKey
 from core.schemas import (
     DECIMAL_PLACES,
+    MAX_BIGINT,
+    MAX_INT,
     DecimalString,
     InSchema,
     IsoDateTime,
@@ -42,9 +44,6 @@ from .services.state import state_at, take_snapshot
 
 router = Router(tags=["sessions"])
 
-# Column bounds (seq, tokens: integer; budgets: bigint): refused as 422 before the database.
-MAX_INT = 2**31 - 1
-MAX_BIGINT = 2**63 - 1
 # Decimal columns: events.cost numeric(12, 6), sessions.budget_max_cost numeric(14, 6).
 EventCost = decimal_in(12 - DECIMAL_PLACES)
 BudgetCost = decimal_in(14 - DECIMAL_PLACES)

@@ -19,7 +19,16 @@ from pydantic import ConfigDict
 from core.actors import Actor
 from core.http import json_response
 from core.models import ApiKey
-from core.schemas import InSchema, IsoDateTime, OutSchema, json_int, responses
+from core.schemas import (
+    MAX_BIGINT,
+    MAX_INT,
+    InSchema,
+    IsoDateTime,
+    OutSchema,
+    StorableStr,
+    json_int,
+    responses,
+)
 from core.services.projects import authenticate_api_key
 from sessions_app.access import get_session_for_key
 from sessions_app.models import SessionStatus
@@ -124,7 +133,7 @@ class TaskIn(InSchema):
     )
 
     workflow: str = Field(..., min_length=1, max_length=100)
-    workflow_version: json_int(ge=1) | None = None
+    workflow_version: json_int(ge=1, le=MAX_INT) | None = None
     params: dict[str, Any] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)
     session_ids: list[UUID] = Field(default_factory=list, max_length=100)
@@ -146,7 +155,7 @@ class TaskReadQuery(InSchema):
 
 
 class HistoryQuery(InSchema):
-    after_id: int | None = Field(None, ge=0)
+    after_id: int | None = Field(None, ge=0, le=MAX_BIGINT)
     step: str | None = None
     limit: int = Field(100, ge=1, le=1000)
 
@@ -164,7 +173,7 @@ class TransitionIn(InSchema):
     transition: str | None = Field(
         None, min_length=1, max_length=100, description="a named transition, instead of `to`"
     )
-    expected_version: json_int(ge=1) | None = None
+    expected_version: json_int(ge=1, le=MAX_INT) | None = None
     reason: str = Field("", max_length=1000)
 
 
@@ -197,14 +206,14 @@ class StepIn(InSchema):
     )
 
     status: Literal["running", "waiting", "succeeded", "failed", "skipped"]
-    attempt: json_int(ge=1) | None = None
+    attempt: json_int(ge=1, le=MAX_INT) | None = None
     error: StepErrorIn | None = None
     inputs: dict[str, Any] | None = None
     outputs: dict[str, Any] | None = None
     branch: str | None = Field(None, max_length=100)
     waiting_on: WaitIn | None = None
     agent: str | None = Field(None, min_length=1, max_length=100)
-    expected_version: json_int(ge=1) | None = None
+    expected_version: json_int(ge=1, le=MAX_INT) | None = None
     reason: str = Field("", max_length=1000)
 
 
@@ -265,7 +274,9 @@ class WorkflowIn(InSchema):
     )
 
     name: str = Field(..., min_length=1, max_length=100)
-    version: json_int(ge=1) | None = Field(None, description="default: the next free version")
+    version: json_int(ge=1, le=MAX_INT) | None = Field(
+        None, description="default: the next free version"
+    )
     title: str = ""
     description: str = ""
     states: list[str]
@@ -726,7 +737,7 @@ def transition(request: HttpRequest, task_id: UUID, payload: TransitionIn) -> Ht
     response=responses({200: StepDetailOut}, 404),
     by_alias=True,
 )
-def read_step(request: HttpRequest, task_id: UUID, key: str) -> HttpResponse:
+def read_step(request: HttpRequest, task_id: UUID, key: StorableStr) -> HttpResponse:
     task = _task(request, task_id)
     step = Step.objects.select_related("agent").filter(task=task, key=key).first()
     if step is None:
@@ -740,7 +751,9 @@ def read_step(request: HttpRequest, task_id: UUID, key: str) -> HttpResponse:
     summary="Report a step's progress",
     response=responses({200: StepUpdateOut}, 404, 409, body=True),
 )
-def put_step(request: HttpRequest, task_id: UUID, key: str, payload: StepIn) -> HttpResponse:
+def put_step(
+    request: HttpRequest, task_id: UUID, key: StorableStr, payload: StepIn
+) -> HttpResponse:
     task = _task(request, task_id)
     deadline = None
     if payload.waiting_on is not None:
@@ -928,7 +941,9 @@ def list_workflows(request: HttpRequest, params: Query[WorkflowQuery]) -> HttpRe
     response=responses({200: WorkflowOut}, 404),
     by_alias=True,
 )
-def read_workflow(request: HttpRequest, name: str, version: int | None = None) -> HttpResponse:
+def read_workflow(
+    request: HttpRequest, name: StorableStr, version: int | None = None
+) -> HttpResponse:
     try:
         definition = resolve_workflow(_key(request).project_id, name, version)
     except UnknownWorkflow as exc:  # a 422 when creating a task; here, a page that is not there

@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from core.text import dotted, find_unstorable
+
 from .errors import InvalidInput
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_.-]{0,99}$")
@@ -174,6 +176,10 @@ def parse_workflow(data: Any) -> WorkflowSpec:
             detail={"problems": ["the document is not a mapping"]},
         )
     problems.unknown_keys("workflow", data, _TOP_KEYS)
+    unstorable = find_unstorable(data)
+    if unstorable is not None:  # a file read by loadworkflows reaches here unchecked
+        path, problem = unstorable
+        problems.append(f"{dotted(path)}: holds {problem}; it cannot be stored")
 
     name = data.get("name")
     if not isinstance(name, str) or not NAME_RE.match(name):

@@ -13,6 +13,7 @@ from django.utils import timezone
 from core.actors import Actor
 from core.models import ApiKey, Membership, Project, Role
 from core.services.audit import record_audit
+from core.text import text_problem
 
 from .. import storage
 
@@ -77,8 +78,8 @@ def revoke_api_key(api_key: ApiKey, *, actor: Actor) -> ApiKey:
 
 def authenticate_api_key(raw_key: str) -> ApiKey | None:
     """The active key matching `raw_key`, or None. Touches last_used_at at most once a minute."""
-    if not raw_key.startswith(KEY_PREFIX):
-        return None
+    if not raw_key.startswith(KEY_PREFIX) or text_problem(raw_key):
+        return None  # a NUL in the header would reach the prefix look-up as a DataError
     prefix, _, _ = raw_key[len(KEY_PREFIX) :].partition("_")
     api_key = storage.active_key_with_project(prefix)
     if api_key is None or not hmac.compare_digest(api_key.hashed_secret, hash_secret(raw_key)):

@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from core.actors import Actor
 from core.errors import InvalidInput, PayloadTooLarge
+from core.text import check_storable
 from sessions_app import storage
 from sessions_app.errors import PartialReplay
 from sessions_app.models import WRITABLE_STATUSES, Event, Session, SessionStatus
@@ -120,6 +121,10 @@ def append_events(
     limit = settings.SWITCHBOARD_MAX_EVENT_BYTES
     for position, draft in enumerate(drafts):
         validate_draft(draft, system=False)
+        # The API's schemas refuse these first; this keeps any other caller's text from
+        # reaching psycopg (a UnicodeEncodeError) or PostgreSQL (a DataError quoting SQL).
+        for name in ("content", "role", "idempotency_key"):
+            check_storable(getattr(draft, name), field=name, index=position)
         size = len(json.dumps(draft.content, separators=(",", ":")))
         if size > limit:
             raise PayloadTooLarge(
