@@ -1,4 +1,5 @@
 import logging
+import time
 
 from django.conf import settings
 from django.core.exceptions import DisallowedHost
@@ -6,6 +7,8 @@ from django.db import DataError
 from django.http import HttpRequest, HttpResponse
 from django.middleware import csp
 
+from core import logging as request_logging
+from core import metrics
 from core.http import error_response
 from core.ratelimit import Window
 
@@ -28,7 +31,45 @@ class RateLimitHeadersMiddleware:
 
 logger = logging.getLogger(__name__)
 
-logger = logging.getLogger(__name__)
+
+class RequestIdMiddleware:
+    """Give every request an id: the client's X-Request-ID when it is sane, else a new one.
+
+    Set on the response's X-Request-ID and, for the request's duration, in the contextvar that
+    core.logging's filter copies onto every log record. First in MIDDLEWARE, so it covers all.
+    """
+
+    def __init__(self, get_response):  # type: ignore[no-untyped-def]
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        rid = request_logging.accept_or_make(request.headers.get("X-Request-ID"))
+        request.request_id = rid  # type: ignore[attr-defined]
+        token = request_logging.request_id.set(rid)
+        try:
+            response = self.get_response(request)
+        finally:
+            request_logging.request_id.reset(token)
+        response["X-Request-ID"] = rid
+        return response
+
+
+class RequestMetricsMiddleware:
+    """Request latency by route: the URL pattern (`api/v1/sessions/<session_id>`), never
+    the raw path, so the label's values are as many as the routes."""
+
+    def __init__(self, get_response):  # type: ignore[no-untyped-def]
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        started = time.perf_counter()
+        response = self.get_response(request)
+        match = request.resolver_match
+        route = match.route if match is not None and match.route else "<unmatched>"
+        metrics.REQUEST_SECONDS.labels(route, request.method, str(response.status_code)).observe(
+            time.perf_counter() - started
+        )
+        return response
 
 
 class ApiBodyLimitMiddleware:

@@ -90,7 +90,10 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # Outermost, so their headers land on every answer, the API's early refusals included.
+    # First: every log line of a request carries its id, and latency counts the whole stack.
+    "config.middleware.RequestIdMiddleware",
+    "config.middleware.RequestMetricsMiddleware",
+    # Then these, so their headers land on every answer, the API's early refusals included.
     "config.middleware.RateLimitHeadersMiddleware",
     "config.middleware.ContentSecurityPolicyMiddleware",
     "config.middleware.PermissionsPolicyMiddleware",
@@ -323,16 +326,40 @@ SWITCHBOARD_LOGIN_WINDOW_SECONDS = env_int("SWITCHBOARD_LOGIN_WINDOW_SECONDS", 1
 # An API key's last_used_at is written at most this often (never per request: hot path).
 SWITCHBOARD_KEY_TOUCH_SECONDS = env_int("SWITCHBOARD_KEY_TOUCH_SECONDS", 60)
 DATA_UPLOAD_MAX_MEMORY_SIZE = SWITCHBOARD_MAX_BODY_BYTES
+# /metrics answers only with `Authorization: Bearer <this>`; unset, /metrics is 404 (off).
+SWITCHBOARD_METRICS_TOKEN = env_secret("SWITCHBOARD_METRICS_TOKEN")
+# Read by prometheus-client itself too: one shared folder for the web and worker processes.
+PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR")
+# /readyz gives PostgreSQL and Redis this long (seconds; PostgreSQL's connect takes 2 at least).
+SWITCHBOARD_READYZ_TIMEOUT = float(env_int("SWITCHBOARD_READYZ_TIMEOUT", 2))
 
 NINJA_PAGINATION_MAX_LIMIT = 500
 
+# text (default, for people) or json (one object per line, for a log pipeline). Either way each
+# line logged during a request carries its X-Request-ID, and in a Celery job the task id.
+LOG_FORMAT = env_str("LOG_FORMAT", "text")
+if LOG_FORMAT not in {"text", "json"}:
+    raise ImproperlyConfigured(f"LOG_FORMAT must be text or json, not {LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"request_id": {"()": "core.logging.RequestIdFilter"}},
+    "formatters": {
+        "text": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"},
+        "json": {"()": "core.logging.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "filters": ["request_id"],
+            "formatter": LOG_FORMAT,
+        }
+    },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"django.db.backends": {"level": "INFO"}},
 }
+# A worker replaces the root logger's handlers with its own text ones unless told not to.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = LOG_FORMAT != "json"
 # Serve straight from the app folders while developing; from collectstatic output otherwise.
 WHITENOISE_USE_FINDERS = DEBUG
 STORAGES = {

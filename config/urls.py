@@ -3,9 +3,14 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 from config.api import api
+from core import health
 from switchboard.views import SignInView
 
 urlpatterns = [
+    # For load balancers, orchestrators and Prometheus: no sign-in, no session, JSON.
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
+    path("metrics", health.metrics_view, name="metrics"),
     path("api/v1/", api.urls),
     # One sign-in page for everyone, so the admin's own form cannot bypass the throttle.
     path("admin/login/", RedirectView.as_view(pattern_name="login", query_string=True)),

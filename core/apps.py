@@ -4,3 +4,8 @@ from django.apps import AppConfig
 class CoreConfig(AppConfig):
     name = "core"
     verbose_name = "Projects and access"
+
+    def ready(self) -> None:
+        from . import health, metrics
+
+        metrics.on_scrape(health.refresh_outbox_backlog)

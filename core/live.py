@@ -13,6 +13,7 @@ from channels.consumer import get_handler_name
 from channels.db import aclose_old_connections, database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
+from core import metrics
 from core.errors import DomainError
 from core.realtime import project_list_group
 
@@ -31,7 +32,14 @@ class LiveConsumer(AsyncWebsocketConsumer):
 
     async def websocket_connect(self, message: dict[str, Any]) -> None:
         self.joined: list[str] = []
+        self.counted = False
         await super().websocket_connect(message)
+
+    async def accept(self, subprotocol: str | None = None, headers: Any = None) -> None:
+        await super().accept(subprotocol, headers)
+        if not self.counted:
+            self.counted = True
+            metrics.WEBSOCKETS.inc()
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         kind = message.get("type", "")
@@ -55,6 +63,9 @@ class LiveConsumer(AsyncWebsocketConsumer):
             self.joined.append(group)
 
     async def disconnect(self, code: int) -> None:
+        if getattr(self, "counted", False):
+            self.counted = False
+            metrics.WEBSOCKETS.dec()
         for group in getattr(self, "joined", []):
             await self.channel_layer.group_discard(group, self.channel_name)
 

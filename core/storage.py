@@ -79,3 +79,11 @@ def active_key_with_project(prefix: str) -> ApiKey | None:
     api_key = instance_from_row(ApiKey, key_fields, row[: len(key_fields)])
     api_key.project = instance_from_row(Project, project_fields, row[len(key_fields) :])
     return api_key
+
+
+def applied_migrations(conn: Any) -> set[tuple[str, str]]:
+    """(app, name) of every migration recorded in django_migrations, on a separate connection
+    (the readiness check's own psycopg connection, not Django's)."""
+    with conn.cursor() as cursor:
+        cursor.execute("SELECT app, name FROM django_migrations")
+        return {(str(app), str(name)) for app, name in cursor.fetchall()}

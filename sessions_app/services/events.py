@@ -98,7 +98,9 @@ def _append_in_one_statement(
     first = head - len(events) + 1
     for position, event in enumerate(events):
         event.seq = first + position
-    events_written(session, first, head, status, tokens_used, cost_used)
+    events_written(
+        session, first, head, status, tokens_used, cost_used, kinds=[e.kind for e in events]
+    )
     return events
 
 

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from core import metrics
 from core.actors import Actor
 from core.domain_events import publish
 from core.errors import InvalidInput, NotFound
@@ -175,14 +176,26 @@ def insert_events_locked(
     first = head - len(drafts) + 1
     events = build_events(session, drafts, actor=actor, first=first)
     storage.insert_events(events)
-    events_written(session, first, head, status, tokens_used, cost_used)
+    events_written(
+        session, first, head, status, tokens_used, cost_used, kinds=[e.kind for e in events]
+    )
     return Written(events, status, tokens_used, cost_used, max_tokens, max_cost)
 
 
 def events_written(
-    session: Session, first: int, head: int, status: str, tokens_used: int, cost_used: Decimal
+    session: Session,
+    first: int,
+    head: int,
+    status: str,
+    tokens_used: int,
+    cost_used: Decimal,
+    *,
+    kinds: list[str],
 ) -> None:
-    """Seqs first..head are written: update `session`; snapshot and announce after commit."""
+    """Seqs first..head are written: update `session`; count, snapshot and announce after
+    commit."""
+    # After commit, so a rolled-back batch is not counted (runs at once outside a transaction).
+    transaction.on_commit(lambda: metrics.count_events(kinds))
     old_head = first - 1
     session.head_seq = head
     session.status = status
