@@ -113,7 +113,22 @@ MIDDLEWARE = [
 
 ROOT_URLCONF = "config.urls"
 ASGI_APPLICATION = "config.asgi.application"
-WSGI_APPLICATION = None
+# Plain HTTP behind a WSGI server in production (README, "Production"); config/asgi.py runs the
+# same handler inside the ASGI server for the one-process run.
+WSGI_APPLICATION = "config.wsgi.application"
+# HTTP paths (regexes, matched from the start of the path) served by Django's ASGI handler, not
+# its WSGI one: responses that stream or wait, which must hold no thread while they do.
+# Everything else over HTTP goes through WSGI, a third of the server CPU per request. A reverse
+# proxy in front of separate ASGI and WSGI servers must route the same paths (README).
+SWITCHBOARD_ASYNC_HTTP_PATHS = [
+    # The session export (a million-event session streams for seconds).
+    r"^/api/v1/sessions/[^/]+/export$",
+    r"^/sessions/[^/]+/export\.jsonl$",
+    # The handoff long-poll (GET with ?wait=): a waiting agent holds no thread.
+    r"^/api/v1/handoffs/[^/]+$",
+]
+# Threads per process running WSGI requests inside the ASGI server (config/asgi.py).
+SWITCHBOARD_WSGI_THREADS = env_int("SWITCHBOARD_WSGI_THREADS", 10)
 
 TEMPLATES = [
     {
