@@ -65,7 +65,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
 PG_HOST, PG_PORT, PG_USER = "127.0.0.1", 5432, "postgres"
-REDIS_URL = "redis://127.0.0.1:6379/0"
+REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 SECRET_KEY = "bench-only-secret-key-not-for-production-0123456789"
 
 # The server setup (see the module docstring and the SERVER SETUPS table of a full run).
@@ -1169,6 +1169,181 @@ def concurrent_appends(
 
 
 # --------------------------------------------------------------------------------------------
+# A fleet: 32 agents at once, each its own session and connection (client processes)
+# --------------------------------------------------------------------------------------------
+
+FLEET_AGENTS = 32
+FLEET_CLIENT_PROCESSES = 2  # the client's share of the 2 cores stays small: asyncio, no threads
+
+
+async def _fleet_http_agent(
+    port: int, key: str, sid: str, bodies: list[bytes], start: float, stop: float
+) -> tuple[int, list[float]]:
+    import asyncio
+
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    sock = writer.get_extra_info("socket")
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    head = (
+        f"POST /api/v1/sessions/{sid}/events HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"Authorization: Bearer {key}\r\nContent-Type: application/json\r\n"
+    ).encode()
+    raws = [head + b"Content-Length: %d\r\n\r\n" % len(b) + b for b in bodies]
+
+    async def one(raw: bytes) -> None:
+        writer.write(raw)
+        header = await reader.readuntil(b"\r\n\r\n")
+        status = int(header[9:12])
+        length = 0
+        for line in header.split(b"\r\n")[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        body = await reader.readexactly(length)
+        if status != 201:
+            raise RuntimeError(f"HTTP {status}: {body[:300]!r}")
+
+    for raw in raws[:10]:  # warm this connection
+        await one(raw)
+    while time.time() < start:
+        await asyncio.sleep(0.005)
+    lat: list[float] = []
+    j = 0
+    while time.time() < stop:
+        t0 = time.perf_counter_ns()
+        await one(raws[j % len(raws)])
+        lat.append((time.perf_counter_ns() - t0) / 1e6)
+        j += 1
+    writer.close()
+    return j, lat
+
+
+async def _fleet_raw_agent(
+    db: str, events: list[tuple[Any, ...]], start: float, stop: float, mode: str
+) -> tuple[int, list[float]]:
+    import asyncio
+
+    import psycopg
+
+    conn = await psycopg.AsyncConnection.connect(
+        host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=db, autocommit=mode == "autocommit"
+    )
+    sid = uuid.uuid4()
+    await conn.execute("INSERT INTO bench_raw_session VALUES (%s, 0)", (sid,))
+    if mode != "autocommit":
+        await conn.commit()
+    rows = events  # raw_row()s made by the parent (this process has no Django)
+    cur = conn.cursor()
+    seq = 0
+
+    async def one() -> None:
+        nonlocal seq
+        row = rows[seq % len(rows)]
+        seq += 1
+        row = (sid, seq, *row[2:])
+        if mode == "alloc":
+            await cur.execute(
+                "UPDATE bench_raw_session SET head_seq = head_seq + 1 WHERE id = %s"
+                " RETURNING head_seq",
+                (sid,),
+            )
+            await cur.fetchone()
+        await cur.execute(RAW_INSERT, row)
+        if mode != "autocommit":
+            await conn.commit()
+
+    for _ in range(10):
+        await one()
+    while time.time() < start:
+        await asyncio.sleep(0.005)
+    lat: list[float] = []
+    n = 0
+    while time.time() < stop:
+        t0 = time.perf_counter_ns()
+        await one()
+        lat.append((time.perf_counter_ns() - t0) / 1e6)
+        n += 1
+    await conn.close()
+    return n, lat
+
+
+def _fleet_client(job: dict[str, Any]) -> tuple[int, list[float]]:
+    """One client process: its share of the agents as asyncio tasks."""
+    import asyncio
+
+    with contextlib.suppress(ImportError):
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+    async def run() -> list[tuple[int, list[float]]]:
+        if job["kind"] == "http":
+            coros = [
+                _fleet_http_agent(
+                    job["port"], job["key"], sid, job["bodies"], job["start"], job["stop"]
+                )
+                for sid in job["sids"]
+            ]
+        else:
+            coros = [
+                _fleet_raw_agent(job["db"], job["events"], job["start"], job["stop"], job["mode"])
+                for _ in range(job["agents"])
+            ]
+        return await asyncio.gather(*coros)
+
+    done = asyncio.run(run())
+    return sum(n for n, _ in done), [v for _, lat in done for v in lat]
+
+
+def fleet(jobs: list[dict[str, Any]], seconds: float, warm: float = 3.0) -> dict[str, Any]:
+    """Run `jobs` (one per client process) together for `seconds` after a common start."""
+    import multiprocessing
+
+    start = time.time() + warm
+    stop = start + seconds
+    for job in jobs:
+        job["start"], job["stop"] = start, stop
+    with multiprocessing.get_context("spawn").Pool(len(jobs)) as pool:
+        parts = pool.map(_fleet_client, jobs)
+    count = sum(n for n, _ in parts)
+    flat = [v for _, lat in parts for v in lat]
+    return {
+        "agents": sum(len(j.get("sids", ())) or j.get("agents", 0) for j in jobs),
+        "events_per_s": count / seconds,
+        "p50": pct(flat, 0.5),
+        "p95": pct(flat, 0.95),
+        "n": count,
+    }
+
+
+def fleet_http(
+    port: int, key: str, sids: list[str], bodies: list[bytes], seconds: float
+) -> dict[str, Any]:
+    per = len(sids) // FLEET_CLIENT_PROCESSES
+    jobs = [
+        {
+            "kind": "http",
+            "port": port,
+            "key": key,
+            "sids": sids[i * per : (i + 1) * per],
+            "bodies": bodies,
+        }
+        for i in range(FLEET_CLIENT_PROCESSES)
+    ]
+    return fleet(jobs, seconds)
+
+
+def fleet_raw(db: str, events: list[dict[str, Any]], seconds: float, mode: str) -> dict[str, Any]:
+    rows = [raw_row(uuid.UUID(int=0), i + 1, ev) for i, ev in enumerate(events)]
+    per = FLEET_AGENTS // FLEET_CLIENT_PROCESSES
+    jobs = [
+        {"kind": "raw", "db": db, "events": rows, "agents": per, "mode": mode}
+        for _ in range(FLEET_CLIENT_PROCESSES)
+    ]
+    return fleet(jobs, seconds)
+
+
+# --------------------------------------------------------------------------------------------
 # In-process service cost (no HTTP): where the time goes
 # --------------------------------------------------------------------------------------------
 
@@ -1358,8 +1533,8 @@ def render(results: dict[str, Any]) -> str:
         f"1,000-event slice, random offset ({rd['slice1000_bytes'] / 1024:,.0f} KiB)",
         rd["slice1000"],
         rr["slice1000"]["p50"],
-        "(none)",
-        None,
+        "p95 <= 15 ms",
+        rd["slice1000"]["p95"] <= 15.0,
     )
     line("state at a random seq", rd["state"], None, "p95 <= 10 ms", rd["state"]["p95"] <= 10.0)
     copied = rd["fork_rows_copied"]
@@ -1379,6 +1554,33 @@ def render(results: dict[str, Any]) -> str:
         f"{k} {v['server_cpu_ms']:.2f}+{v['pg_cpu_ms']:.2f}" for k, v in rd["cpu"].items()
     )
     w(f"  CPU per request, server+PostgreSQL ms: {cpus}")
+
+    fa, fr, fra = results.get("fleet_api"), results.get("fleet_raw"), results.get("fleet_raw_alloc")
+    if fa and fr:
+        w("")
+        w(
+            f"FLEET: {fa['agents']} agents at once, each its own session and keep-alive connection,"
+            f" single-event appends ({FLEET_CLIENT_PROCESSES} asyncio client processes)"
+        )
+        w(f"  {'':54}{'events/s':>10}{'p50 ms':>8}{'p95 ms':>9}")
+        w(
+            f"  {'API, ' + cfg['server']:<54}{fa['events_per_s']:10,.0f}{fa['p50']:8.2f}"
+            f"{fa['p95']:9.2f}"
+        )
+        w(
+            f"  {'raw psycopg, 32 connections, autocommit INSERT':<54}"
+            f"{fr['events_per_s']:10,.0f}{fr['p50']:8.2f}{fr['p95']:9.2f}"
+        )
+        if fra:
+            w(
+                f"  {'raw psycopg, 32 connections, UPDATE head + INSERT':<54}"
+                f"{fra['events_per_s']:10,.0f}{fra['p50']:8.2f}{fra['p95']:9.2f}"
+            )
+        share = fa["events_per_s"] / fr["events_per_s"]
+        w(
+            f"  {'API / raw = ' + format(share, '.0%'):<54}{'':41}>= 50% of raw  "
+            f"{'PASS' if share >= 0.5 else 'MISS'}"
+        )
 
     st = results["storage"]
     w("")
@@ -1493,6 +1695,12 @@ def main() -> int:
     )
     p.add_argument("--seed", type=int, default=7)
     p.add_argument(
+        "--fleet-seconds",
+        type=float,
+        help=f"seconds of the {FLEET_AGENTS}-agent fleet run, and of each raw psycopg run "
+        "beside it (default 10; quick 5)",
+    )
+    p.add_argument(
         "--server-root",
         type=Path,
         default=ROOT,
@@ -1513,6 +1721,7 @@ def main() -> int:
         for s in (args.sizes or ("100,10000,100000" if quick else "100,10000,1000000")).split(",")
     ]
     matrix = (not quick) if args.matrix is None else args.matrix
+    fleet_seconds = args.fleet_seconds or (5.0 if quick else 10.0)
     big = max(sizes)
 
     (ROOT / "bench" / "results").mkdir(parents=True, exist_ok=True)
@@ -1713,6 +1922,14 @@ def main() -> int:
         }
         others.__exit__()
         results["other_cores"] = others.cores
+
+        log(f"fleet: {FLEET_AGENTS} agents on {args.workers} server processes, then raw psycopg")
+        fleet_sids = [str(new_session(f"fleet {i}")) for i in range(FLEET_AGENTS)]
+        fbodies = append_bodies(factory, 200, seed=400)
+        results["fleet_api"] = fleet_http(port, api_key, fleet_sids, fbodies, fleet_seconds)
+        fevents = [factory.api_event(random.Random(6), i) for i in range(2000)]
+        results["fleet_raw"] = fleet_raw(args.db, fevents, fleet_seconds, "autocommit")
+        results["fleet_raw_alloc"] = fleet_raw(args.db, fevents, fleet_seconds, "alloc")
         server.stop()
         servers.remove(server)
 

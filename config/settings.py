@@ -184,7 +184,8 @@ if REDIS_URL:
     }
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            # Django's Redis cache with one connection pool per process (core/cache.py).
+            "BACKEND": "core.cache.SharedPoolRedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": env_str("CACHE_KEY_PREFIX", "switchboard"),
         }

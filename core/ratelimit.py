@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.core.cache import cache
 
+from .cache import add_and_incr
 from .outage import OutageLog
 
 logger = logging.getLogger(__name__)
@@ -58,8 +59,7 @@ def hit(bucket: str, limit: int, period: int = 60) -> Window:
     """Count one request in `bucket`'s current window and say where it stands."""
     key, reset = _counter(bucket, period)
     # The key outlives its window a little, so a slow request still finds it; then it expires.
-    cache.add(key, 0, timeout=period + 60)
-    return Window(limit, cache.incr(key), reset)
+    return Window(limit, add_and_incr(cache, key, period + 60), reset)
 
 
 def peek(bucket: str, limit: int, period: int = 60) -> Window:
