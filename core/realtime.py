@@ -7,10 +7,14 @@ task list never hears of appends). ASCII and hyphens: channels' group-name rules
 Only core.domain_events sends: services publish domain events, never channel messages.
 """
 
+import asyncio
 import logging
+import os
+import threading
+from collections.abc import Coroutine
 from typing import Any
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import SyncToAsync, async_to_sync
 from channels.layers import get_channel_layer
 
 from .outage import OutageLog
@@ -45,9 +49,49 @@ def send_to_groups(groups: list[str], message: dict[str, Any]) -> bool:
         return True
     try:
         for group in groups:
-            async_to_sync(layer.group_send)(group, message)
+            _run_on_a_loop(layer.group_send(group, message))
     except Exception as exc:
         _layer_outage.failed(exc)
         return False
     _layer_outage.succeeded()
     return True
+
+
+# A sync caller under an ASGI server (Django's ASGI handler, or config.asgi's WSGI side) has the
+# server's event loop: asgiref's async_to_sync runs the send there, on the layer's connections.
+# Anywhere else (a WSGI server's thread, a Celery worker, a command) async_to_sync would start
+# a new loop, and with it a new Redis connection, for every send: one long-lived loop per
+# process serves those instead.
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_pid = 0
+_loop_lock = threading.Lock()
+
+
+def _server_loop() -> asyncio.AbstractEventLoop | None:
+    local = SyncToAsync.threadlocal
+    loop: asyncio.AbstractEventLoop | None = getattr(local, "main_event_loop", None)
+    if loop is not None and getattr(local, "main_event_loop_pid", None) == os.getpid():
+        return loop if loop.is_running() else None
+    return None
+
+
+def _background_loop() -> asyncio.AbstractEventLoop:
+    global _loop, _loop_pid
+    with _loop_lock:
+        if _loop is None or _loop_pid != os.getpid():  # none yet, or inherited by a fork
+            loop = asyncio.new_event_loop()
+            threading.Thread(
+                target=loop.run_forever, name="channel-layer-sends", daemon=True
+            ).start()
+            _loop, _loop_pid = loop, os.getpid()
+        return _loop
+
+
+def _run_on_a_loop(coroutine: Coroutine[Any, Any, Any]) -> Any:
+    if _server_loop() is not None:
+
+        async def run() -> Any:
+            return await coroutine
+
+        return async_to_sync(run)()
+    return asyncio.run_coroutine_threadsafe(coroutine, _background_loop()).result()
