@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 from django.db import connection, transaction
 from django.utils import timezone
 
+from . import storage
 from .models import OutboxMessage
 from .realtime import send_to_groups
 
@@ -73,17 +74,14 @@ def publish(event: DomainEvent) -> None:
 def relay(message_id: int) -> bool:
     """Fan one outbox row out to its groups and mark it sent (skipped if another relay holds it)."""
     with transaction.atomic():
-        message = (
-            OutboxMessage.objects.select_for_update(skip_locked=True)
-            .filter(pk=message_id, relayed_at__isnull=True)
-            .first()
-        )
-        if message is None:
+        # Marked sent first (one statement, the row locked), un-marked if the send fails.
+        claimed = storage.claim_unsent_outbox_message(message_id, timezone.now())
+        if claimed is None:
             return False
-        if not send_to_groups(message.groups, message.payload):
+        groups, payload = claimed
+        if not send_to_groups(groups, payload):
+            transaction.set_rollback(True)
             return False  # left unsent: the relay job tries again
-        message.relayed_at = timezone.now()
-        message.save(update_fields=["relayed_at"])
     return True
 
 

@@ -9,12 +9,13 @@ instances the ORM would build (bench/ingest.py measures the difference).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.db import connection
 from django.db.models import Field, Model
 
-from .models import ApiKey, Project
+from .models import ApiKey, OutboxMessage, Project
 
 
 def table(model: type[Model]) -> str:
@@ -79,6 +80,24 @@ def active_key_with_project(prefix: str) -> ApiKey | None:
     api_key = instance_from_row(ApiKey, key_fields, row[: len(key_fields)])
     api_key.project = instance_from_row(Project, project_fields, row[len(key_fields) :])
     return api_key
+
+
+def claim_unsent_outbox_message(message_id: int, now: Any) -> tuple[Any, Any] | None:
+    """Mark one unsent outbox row sent, in the caller's transaction, in one statement: its
+    (groups, payload), or None when it was sent already or another relay holds its lock (SKIP
+    LOCKED, as the relay job takes rows). Roll the transaction back if the send then fails."""
+    t = table(OutboxMessage)
+    sent_at = column(OutboxMessage, "relayed_at")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {t} SET {sent_at} = %s WHERE id = (SELECT id FROM {t}"
+            f" WHERE id = %s AND {sent_at} IS NULL FOR UPDATE SKIP LOCKED)"
+            f" RETURNING {column(OutboxMessage, 'groups')}::text,"
+            f" {column(OutboxMessage, 'payload')}::text",
+            [now, message_id],
+        )
+        row = cursor.fetchone()
+    return None if row is None else (json.loads(row[0]), json.loads(row[1]))
 
 
 def applied_migrations(conn: Any) -> set[tuple[str, str]]:

@@ -21,7 +21,7 @@ from django.db.models import BooleanField, F, Field, Func
 from django.db.models.sql.compiler import SQLCompiler
 
 from core.storage import column, column_name, concrete_field, instance_from_row, select_list, table
-from sessions_app.models import Event, Session, Snapshot
+from sessions_app.models import Agent, Event, Session, Snapshot
 
 EVENT_FIELDS = (
     "session_id",
@@ -46,15 +46,23 @@ def _session_db(field_name: str, value: Any) -> Any:
 
 
 def session_in_project(session_id: UUID, project_id: int) -> Session | None:
-    """The project's session with this id, as the ORM would build it, in one statement."""
+    """The project's session with this id and its agent, as the ORM would build them
+    (`select_related("agent")`), in one statement: rendering a session names its agent."""
     columns, fields = select_list(Session, "s")
+    agent_columns, agent_fields = select_list(Agent, "a")
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT {columns} FROM {table(Session)} s WHERE s.id = %s AND s.project_id = %s",
+            f"SELECT {columns}, {agent_columns} FROM {table(Session)} s"
+            f" JOIN {table(Agent)} a ON a.id = s.agent_id"
+            " WHERE s.id = %s AND s.project_id = %s",
             [session_id, project_id],
         )
         row = cursor.fetchone()
-    return None if row is None else instance_from_row(Session, fields, row)
+    if row is None:
+        return None
+    session = instance_from_row(Session, fields, row[: len(fields)])
+    session.agent = instance_from_row(Agent, agent_fields, row[len(fields) :])
+    return session
 
 
 # --- Appending ------------------------------------------------------------------------------
