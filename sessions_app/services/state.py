@@ -127,8 +127,7 @@ def ensure_snapshot(session_id: Any, at_seq: int) -> None:
     session = Session.objects.filter(pk=session_id).first()
     if session is None or at_seq > session.head_seq:
         return
-    if not Snapshot.objects.filter(session_id=session_id, seq=at_seq).exists():
-        take_snapshot(session, at_seq, reason="auto")
+    take_snapshot(session, at_seq, reason="auto")  # which reads an existing one first
 
 
 def ensure_snapshots(session_id: Any, seqs: list[int]) -> None:
