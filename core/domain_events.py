@@ -61,7 +61,8 @@ def publish(event: DomainEvent) -> None:
     # not reach the caller (who would retry a write that is durable) nor skip the hooks
     # registered after this one; a relay that failed leaves its row to `relay_pending`.
     if not event.outboxed:
-        transaction.on_commit(lambda: send_to_groups(groups, payload), robust=True)
+        # Live-only: not waited for (the request answers before Redis does), sent in order.
+        transaction.on_commit(lambda: send_to_groups(groups, payload, wait=False), robust=True)
         return
     if not connection.in_atomic_block:
         raise RuntimeError(f"publish({event.type}) must run inside the change's transaction")

@@ -8,13 +8,13 @@ Only core.domain_events sends: services publish domain events, never channel mes
 """
 
 import asyncio
+import concurrent.futures
 import logging
 import os
 import threading
-from collections.abc import Coroutine
 from typing import Any
 
-from asgiref.sync import SyncToAsync, async_to_sync
+from asgiref.sync import SyncToAsync
 from channels.layers import get_channel_layer
 
 from .outage import OutageLog
@@ -39,23 +39,40 @@ def project_list_group(project_id: object, listing: str) -> str:
     return f"project-{project_id}-{listing}"
 
 
-def send_to_groups(groups: list[str], message: dict[str, Any]) -> bool:
+def send_to_groups(groups: list[str], message: dict[str, Any], *, wait: bool = True) -> bool:
     """Send `message` to every group; False (logged) when the channel layer failed.
 
     A live update is a courtesy to open pages: a Redis hiccup must not fail a committed write.
+    With `wait=False` (live-only events) the send is queued and this returns True at once; its
+    failure is logged all the same. Either way the sends of a process go out in the order they
+    were made (one queue per event loop).
     """
     layer = get_channel_layer()
     if layer is None:
         return True
     try:
-        # One hop to the event loop for all the groups, sent concurrently: each group's
-        # messages keep their order, and the groups are independent of each other.
-        _run_on_a_loop(_send_all(layer, groups, message))
+        done = _submit(layer, groups, message)
+    except Exception as exc:
+        _layer_outage.failed(exc)
+        return False
+    if not wait:
+        done.add_done_callback(_log_outcome)
+        return True
+    try:
+        done.result()
     except Exception as exc:
         _layer_outage.failed(exc)
         return False
     _layer_outage.succeeded()
     return True
+
+
+def _log_outcome(done: concurrent.futures.Future[None]) -> None:
+    exc = done.exception()
+    if exc is None:
+        _layer_outage.succeeded()
+    else:
+        _layer_outage.failed(exc)
 
 
 async def _send_all(layer: Any, groups: list[str], message: dict[str, Any]) -> None:
@@ -68,7 +85,8 @@ async def _send_all(layer: Any, groups: list[str], message: dict[str, Any]) -> N
 
 
 # A sync caller under an ASGI server (Django's ASGI handler, or config.asgi's WSGI side) has the
-# server's event loop: asgiref's async_to_sync runs the send there, on the layer's connections.
+# server's event loop (asgiref records it for the thread): the send runs there, on the layer's
+# connections (and the in-memory layer lives there).
 # Anywhere else (a WSGI server's thread, a Celery worker, a command) async_to_sync would start
 # a new loop, and with it a new Redis connection, for every send: one long-lived loop per
 # process serves those instead.
@@ -97,11 +115,43 @@ def _background_loop() -> asyncio.AbstractEventLoop:
         return _loop
 
 
-def _run_on_a_loop(coroutine: Coroutine[Any, Any, Any]) -> Any:
-    if _server_loop() is not None:
+# One FIFO of sends per event loop, drained by one task on that loop: a request that does not
+# wait for its live update still sends it after the ones before it.
+_queues: dict[asyncio.AbstractEventLoop, asyncio.Queue[Any]] = {}
+_drainers: set[asyncio.Task[None]] = set()
 
-        async def run() -> Any:
-            return await coroutine
 
-        return async_to_sync(run)()
-    return asyncio.run_coroutine_threadsafe(coroutine, _background_loop()).result()
+def _submit(
+    layer: Any, groups: list[str], message: dict[str, Any]
+) -> concurrent.futures.Future[None]:
+    loop = _server_loop() or _background_loop()
+    try:
+        running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:  # no loop runs in this thread: the usual case
+        running = None
+    if running is loop:  # waiting here would block the very loop that sends
+        raise RuntimeError("send_to_groups() called on its event loop's own thread")
+    done: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+    def put() -> None:
+        queue = _queues.get(loop)
+        if queue is None:
+            queue = _queues[loop] = asyncio.Queue()
+            task = loop.create_task(_drain(queue))
+            _drainers.add(task)
+            task.add_done_callback(_drainers.discard)
+        queue.put_nowait((layer, groups, message, done))
+
+    loop.call_soon_threadsafe(put)
+    return done
+
+
+async def _drain(queue: asyncio.Queue[Any]) -> None:
+    while True:
+        layer, groups, message, done = await queue.get()
+        try:
+            await _send_all(layer, groups, message)
+        except Exception as exc:
+            done.set_exception(exc)
+        else:
+            done.set_result(None)

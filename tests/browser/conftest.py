@@ -1,10 +1,8 @@
 """Browser tests: Playwright drives Debian's /usr/bin/chromium against a real uvicorn server."""
 
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from asgiref.sync import async_to_sync
 
 from tests.servers import asgi_server
 
@@ -69,25 +67,6 @@ def browser_type_launch_args(browser_type_launch_args):
 @pytest.fixture(scope="session")
 def browser_context_args(browser_context_args):
     return {**browser_context_args, "viewport": {"width": 1280, "height": 900}}
-
-
-@pytest.fixture(autouse=True)
-def _broadcasts_from_a_worker_thread(monkeypatch):
-    """Keep the services' live updates working while Playwright's loop owns this thread.
-
-    Sync Playwright runs an asyncio loop in the test thread, so the after-commit broadcast of
-    data a test makes through the services (async_to_sync(group_send)) would be refused with
-    "cannot use AsyncToSync in the same thread as an async event loop" (and only logged). The
-    same send runs in a worker thread instead; it still goes through the real channel layer.
-    """
-    executor = ThreadPoolExecutor(1)
-
-    def in_worker(fn):
-        return lambda *args, **kwargs: executor.submit(async_to_sync(fn), *args, **kwargs).result()
-
-    monkeypatch.setattr("core.realtime.async_to_sync", in_worker)
-    yield
-    executor.shutdown(wait=True)
 
 
 @pytest.fixture(scope="session")
