@@ -19,6 +19,9 @@ What it does, in one process (plus the server it starts):
 4. Measures, over several rounds, with a minimal keep-alive HTTP/1.1 client (raw socket, one
    pre-built request per call, so the client stays light on a 2-core machine), and compares
    with baselines measured in the same run on the same PostgreSQL with plain psycopg.
+   Then a fleet: 32 agents at once (each its own session and keep-alive connection, single-event
+   appends, asyncio clients in 2 processes) against the server's 2 processes, events/s and p95,
+   beside raw psycopg with 32 connections (autocommit INSERT, and UPDATE head + INSERT).
 5. Prints the figures with the targets (PASS/MISS is information, nothing is asserted) and
    writes them as JSON to bench/results/ (git-ignored).
 6. Then (full runs) compares server setups: worker counts, httptools/h11, uvloop/asyncio, the

@@ -5,8 +5,10 @@
   streaming, the handoff long-poll: requests that wait or stream and must hold no thread):
   Django's ASGI handler;
 - every other HTTP request (the API, the dashboard's pages, static files, health, metrics):
-  Django's WSGI handler, run by a2wsgi on a pool of threads. A request costs about a third of
-  the server CPU it costs under Django's ASGI handler (bench/ingest.py, ROUTING table).
+  Django's WSGI handler, run by a2wsgi on a pool of threads (SWITCHBOARD_WSGI_THREADS). A
+  request costs well under the server CPU it costs under Django's ASGI handler, which runs
+  every sync view of a process on one shared thread (bench/ingest.py's CPU per request and its
+  32-agent fleet show the difference).
 
 In production the same split can be made by a reverse proxy instead: `/ws/` and the async paths
 to this application, the rest to a WSGI server (README, "Production").
