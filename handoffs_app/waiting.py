@@ -14,6 +14,7 @@ reach this one) or a layer that fails, it polls every POLL_SECONDS instead.
 
 import asyncio
 import logging
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -28,6 +29,20 @@ _outage = OutageLog(logger, "channel layer (handoff long-poll; polling instead)"
 
 RECHECK_SECONDS = 10.0
 POLL_SECONDS = 1.0
+# Joins and leaves in flight at once per event loop: each takes a connection from the layer's
+# Redis pool (100 at most), which a burst of a few hundred long-polls would otherwise exhaust.
+LAYER_CONCURRENCY = 16
+_gates: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore]" = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _gate() -> asyncio.Semaphore:
+    loop = asyncio.get_running_loop()
+    gate = _gates.get(loop)
+    if gate is None:
+        gate = _gates[loop] = asyncio.Semaphore(LAYER_CONCURRENCY)
+    return gate
 
 
 async def _join(group: str) -> tuple[BaseChannelLayer, str] | None:
@@ -36,7 +51,8 @@ async def _join(group: str) -> tuple[BaseChannelLayer, str] | None:
         return None
     try:
         channel = await layer.new_channel("handoff-wait.")
-        await layer.group_add(group, channel)
+        async with _gate():
+            await layer.group_add(group, channel)
     except Exception as exc:
         _outage.failed(exc)
         return None
@@ -49,7 +65,8 @@ async def _leave(joined: tuple[BaseChannelLayer, str] | None, group: str) -> Non
         return
     layer, channel = joined
     try:
-        await layer.group_discard(group, channel)
+        async with _gate():
+            await layer.group_discard(group, channel)
     except Exception as exc:
         _outage.failed(exc)
 

@@ -37,14 +37,13 @@ def test_exactly_one_claim_wins_each_round(transactional_db, project):
             handoff.refresh_from_db()
             winner = users[results.index("won")]
             assert (handoff.status, handoff.lease_holder_id) == ("claimed", winner.pk)
-            claims = Event.objects.filter(
-                session=session, kind="handoff", content__step="claimed"
-            )
+            claims = Event.objects.filter(session=session, kind="handoff", content__step="claimed")
             assert claims.count() == 1
             assert claims.get().actor == f"user:{winner.username}"
             assert (
-                AuditEntry.objects.filter(action="handoff.claimed", target_id=str(handoff.pk))
-                .count()
+                AuditEntry.objects.filter(
+                    action="handoff.claimed", target_id=str(handoff.pk)
+                ).count()
                 == 1
             )
     assert tally == {"won": ROUNDS, "409:handoff_already_claimed": ROUNDS * (PROCESSES - 1)}

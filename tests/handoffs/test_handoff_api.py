@@ -40,9 +40,9 @@ def nothing_written(session, head_before):
     session.refresh_from_db()
     return (
         session.head_seq == head_before
-        and not Handoff.objects.filter(session=session, status="open").exclude(
-            idempotency_key="first"
-        ).exists()
+        and not Handoff.objects.filter(session=session, status="open")
+        .exclude(idempotency_key="first")
+        .exists()
     )
 
 
@@ -78,7 +78,10 @@ def test_a_second_open_request_is_409_and_the_same_key_the_original(api, session
         ({"payload": {"config": APPROVAL["config"]}}, "payload"),
         ({"payload": {**APPROVAL, "action_request": {"action": "refund"}}}, "payload"),
         ({"payload": {**APPROVAL, "config": {"allow_accept": "yes"}}}, "payload"),
-        ({"payload": {**APPROVAL, "config": {**APPROVAL["config"], "allow_everything": True}}}, "payload"),
+        (
+            {"payload": {**APPROVAL, "config": {**APPROVAL["config"], "allow_everything": True}}},
+            "payload",
+        ),
         ({"kind": "question", "payload": {"choices": ["a"]}}, "payload"),
         ({"kind": "question", "payload": {"question": "q", "choices": "a,b"}}, "payload"),
         ({"priority": "asap"}, "priority"),

@@ -53,12 +53,16 @@ def test_the_long_poll_wakes_within_100ms_of_the_commit(transactional_db, projec
             committed = []
             with transaction.atomic():
                 # Registered first, so it runs first once the COMMIT has returned.
-                transaction.on_commit(lambda committed=committed: committed.append(time.monotonic()))
+                transaction.on_commit(
+                    lambda committed=committed: committed.append(time.monotonic())
+                )
                 svc.accept(handoff, user=user)
             poller.join(timeout=35)
             assert got["response"].json()["status"] == "answered"
             latencies.append((got["at"] - committed[0]) * 1000)
     p50, p95 = statistics.median(latencies), percentile(latencies, 0.95)
-    print(f"\nlong-poll wake after commit, {ROUNDS} rounds: p50 {p50:.1f} ms, p95 {p95:.1f} ms, "
-          f"max {max(latencies):.1f} ms")
+    print(
+        f"\nlong-poll wake after commit, {ROUNDS} rounds: p50 {p50:.1f} ms, p95 {p95:.1f} ms, "
+        f"max {max(latencies):.1f} ms"
+    )
     assert p95 < 100, latencies

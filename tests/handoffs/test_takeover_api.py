@@ -52,7 +52,11 @@ def test_budget_overrun_over_the_api_opens_a_budget_handoff(api, project):
     session = make_session(project, budget_max_tokens=100)
     response = api.post(
         f"/sessions/{session.pk}/events",
-        {"events": [{"kind": "message", "role": "assistant", "content": {"text": "x"}, "tokens": 101}]},
+        {
+            "events": [
+                {"kind": "message", "role": "assistant", "content": {"text": "x"}, "tokens": 101}
+            ]
+        },
     )
     assert response.status_code == 201
     assert response.json()["status"] == "paused"
