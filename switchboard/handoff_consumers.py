@@ -30,7 +30,7 @@ from handoffs_app.access import get_handoff_for_user
 from handoffs_app.domain_events import handoff_group
 from switchboard.handoff_context import queue_context
 from switchboard.handoff_forms import QueueFilterForm
-from switchboard.handoff_views import QUEUE_PAGE, WORKSPACE_PAGE, workspace_frame
+from switchboard.handoff_views import QUEUE_PAGE, workspace_frame
 
 WORKSPACE_PARTS = [
     "handoff-header",

@@ -12,8 +12,8 @@ from handoffs_app.services.handoffs import claim_handoff
 from sessions_app.models import Event, Session
 from sessions_app.services.state import state_at
 from tests.dashboard.conftest import Team, append, fact, message, state
-from tests.handoffs.helpers import ask
 from tests.factories import make_session
+from tests.handoffs.helpers import ask
 
 HTMX = {"HX-Request": "true"}
 
