@@ -5,7 +5,7 @@ agent's long-poll (group `handoff-<uuid>`) listen, and webhook delivery reads th
 asking each event's `webhook_event()` which webhook it is (None: not sent to agents).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from core.domain_events import DomainEvent
@@ -129,3 +129,33 @@ class HandoffWorked(HandoffEvent):
 
     type = "handoff.worked"
     what: str = ""
+
+
+# Outbox rows keep the `type` and the payload, not the class: readers of the outbox (webhook
+# delivery) find the class, and so `webhook_event()`, by type.
+EVENT_CLASSES: dict[str, type[HandoffEvent]] = {
+    cls.type: cls
+    for cls in (
+        HandoffCreated,
+        HandoffClaimed,
+        HandoffReleased,
+        HandoffReassigned,
+        HandoffAnswered,
+        HandoffTakenOver,
+        HandoffHandedBack,
+        HandoffClosed,
+        HandoffCancelled,
+        HandoffExpired,
+        HandoffOverdue,
+        HandoffWorked,
+    )
+}
+
+
+def webhook_event_for(message_type: str, payload: dict[str, Any]) -> str | None:
+    """The webhook an outbox row of `message_type` is delivered as (None: not delivered)."""
+    cls = EVENT_CLASSES.get(message_type)
+    if cls is None:
+        return None
+    names = {f.name for f in fields(cls)}
+    return cls(**{k: v for k, v in payload.items() if k in names}).webhook_event()

@@ -119,3 +119,42 @@ def test_an_answered_handoff_is_never_overdue_or_expired(project, session):
         svc.hand_back(handoff, user=alice)
         clock.shift(timedelta(days=3))
         assert enforce_sla_batch().handled == 0
+
+
+def test_admins_change_the_sla_and_new_requests_follow_it(project, session):
+    from core.errors import PermissionDeniedError
+    from core.models import AuditEntry, Role
+    from handoffs_app.services.sla import update_handoff_settings
+    from tests.factories import make_member
+
+    admin = make_member(project, Role.ADMIN)
+    with pytest.raises(PermissionDeniedError):
+        update_handoff_settings(project.pk, user=operator(project), question_due_seconds=120)
+    with pytest.raises(Exception) as bad:
+        update_handoff_settings(project.pk, user=admin, lease_seconds=5)
+    assert bad.value.status == 422
+    update_handoff_settings(project.pk, user=admin, question_due_seconds=120)
+    assert AuditEntry.objects.filter(action="handoff.settings").count() == 1
+    now = timezone.now()
+    handoff = ask(session, kind="question")
+    assert timedelta(seconds=119) < handoff.due_at - now < timedelta(seconds=121)
+
+
+def test_outbox_rows_name_their_webhook(project, session):
+    from handoffs_app.domain_events import webhook_event_for
+
+    alice = operator(project)
+    handoff = ask(session)
+    svc.claim_handoff(handoff, user=alice)
+    svc.accept(handoff, user=alice)
+    svc.hand_back(handoff, user=alice)
+    named = [
+        (m.type, webhook_event_for(m.type, m.payload))
+        for m in OutboxMessage.objects.filter(type__startswith="handoff.").order_by("id")
+    ]
+    assert named == [
+        ("handoff.created", "handoff.created"),
+        ("handoff.claimed", "handoff.claimed"),
+        ("handoff.answered", "handoff.answered"),
+        ("handoff.handed_back", None),
+    ]
