@@ -190,7 +190,7 @@ def message_page(session: Session, before_seq: int | None = None) -> dict[str, A
     )
     events = [event_view(r) for r in reversed(page.rows)]
     return {
-        "messages": events,
+        "conversation_messages": events,
         "more_before": events[0].seq if page.has_more and events else None,
     }
 
