@@ -19,6 +19,9 @@ class HandoffNav:
 
     @cached_property
     def counts(self) -> QueueCounts | None:
+        counted = getattr(self.request, "handoff_counts", None)
+        if counted is not None:
+            return counted  # the page counted them already (the queue, the overview)
         project_id = getattr(self.request, "dashboard_project_id", None)
         user = getattr(self.request, "user", None)
         if project_id is None or user is None or not user.is_authenticated:

@@ -69,6 +69,7 @@ def handoff_queue(request: HttpRequest, project_id: int) -> HttpResponse:
         return render(request, template, context, status=400)
     cursor = form.cleaned_data.get("cursor") or None
     context.update(queue_context(project.pk, form.to_filters(), user=request.user, cursor=cursor))
+    request.handoff_counts = context["counts"]  # type: ignore[attr-defined]  (the navigation's)
     live_params = request.GET.copy()
     context.update(
         {

@@ -2,6 +2,7 @@
 the demo operator); simulate_agents asks for approval over the HTTP API of a real server,
 waits by long-poll, and carries out the (edited) action or stops when refused."""
 
+import io
 import random
 import time
 
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_seed_demo_leaves_handoffs_of_every_kind_waiting():
-    call_command("seed_demo", "--force", "--long-log", "30", stdout=open("/dev/null", "w"))
+    call_command("seed_demo", "--force", "--long-log", "30", stdout=io.StringIO())
     project = Project.objects.get(name="demo")
     active = Handoff.objects.filter(project=project, status__in=ACTIVE_STATUSES)
     assert {h.kind for h in active} == {"question", "approval", "takeover", "budget"}
