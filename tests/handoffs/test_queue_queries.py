@@ -65,9 +65,10 @@ def test_filters_and_counts(project, queue):
     svc.claim_handoff(queue["old-high"], user=alice)
     svc.claim_handoff(queue["low"], user=bob)
     svc.cancel_handoff(queue["new-normal"], actor=AGENT)
-    qs = lambda **f: names(
-        queue_page(filter_queue(project, QueueFilters(**f), user=alice))[0], queue
-    )  # noqa: E731
+
+    def qs(**f):
+        return names(queue_page(filter_queue(project, QueueFilters(**f), user=alice))[0], queue)
+
     assert qs() == ["urgent", "old-high", "old-normal", "low"]
     assert qs(mine=True) == ["old-high"]
     assert qs(unclaimed=True) == ["urgent", "old-normal"]
