@@ -30,7 +30,7 @@ from handoffs_app.access import get_handoff_for_user
 from handoffs_app.domain_events import handoff_group
 from switchboard.handoff_context import queue_context
 from switchboard.handoff_forms import QueueFilterForm
-from switchboard.handoff_views import QUEUE_PAGE, workspace_frame
+from switchboard.handoff_views import QUEUE_PAGE, NavCounts, workspace_frame
 
 WORKSPACE_PARTS = [
     "handoff-header",
@@ -43,12 +43,6 @@ WORKSPACE_PARTS = [
 ]
 # A session event (an append while the handoff is open) changes only these.
 SESSION_PARTS = ["conversation", "state-panel", "facts-panel"]
-
-
-@dataclass
-class NavCounts:
-    open: int
-    overdue: int
 
 
 @dataclass

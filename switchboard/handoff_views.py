@@ -10,6 +10,7 @@ form posted without `confirm` answers a diff and a confirm button, and changes n
 """
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from django.contrib import messages
@@ -24,6 +25,7 @@ from core.models import Membership, Role
 from core.pages import base_context, cursor_links, form_errors, htmx_partial_for, project_for
 from handoffs_app.access import get_handoff_for_user
 from handoffs_app.models import Handoff
+from handoffs_app.queries import queue_counts
 from handoffs_app.services import handoffs as services
 from switchboard.forms import ReasonForm
 from switchboard.handoff_context import (
@@ -291,6 +293,7 @@ def handoff_action(request: HttpRequest, handoff_id: str, action: str) -> HttpRe
         return redirect("dashboard:handoff_detail", handoff.pk)
     context = workspace_context(handoff, membership, request.user)
     context["action_message"] = outcome
+    context["handoff_nav"] = nav_counts(handoff.project_id)  # a claim changes the count
     return render(request, f"{WORKSPACE_PAGE}#action-result", context)
 
 
@@ -309,7 +312,24 @@ def _bad_input(request: HttpRequest, errors: list[str]) -> HttpResponse:
 def workspace_frame(handoff: Handoff, membership: Membership, user: Any, parts: list[str]) -> str:
     """The named partials of the workspace, as out-of-band swaps (the consumer's push)."""
     context = {**workspace_context(handoff, membership, user), "oob": True}
-    return "".join(render_to_string(f"{WORKSPACE_PAGE}#{name}", context) for name in parts)
+    frame = [render_to_string(f"{WORKSPACE_PAGE}#{name}", context) for name in parts]
+    if "handoff-header" in parts:
+        context["handoff_nav"] = nav_counts(handoff.project_id)
+        frame.append(render_to_string("_base.html#nav-handoff-count", context))
+    return "".join(frame)
+
+
+@dataclass
+class NavCounts:
+    """What the navigation's count shows (the context processor's shape, without a request)."""
+
+    open: int
+    overdue: int
+
+
+def nav_counts(project_id: int) -> NavCounts:
+    counts = queue_counts(project_id)
+    return NavCounts(open=counts.open, overdue=counts.overdue)
 
 
 __all__ = ["ACTIONS", "handoff_action", "handoff_detail", "handoff_messages", "handoff_queue"]
