@@ -237,3 +237,36 @@ def test_sessions_list_filters_by_pending_handoff(team, approval):
     )
     assert str(approval.session_id) in body
     assert str(plain.pk) not in body
+
+
+def test_the_holders_page_renews_the_lease_and_renew_extends_it(team, approval):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    op = team.client("operator")
+    op.post(url("handoff_claim", approval))
+    body = op.get(url("handoff_detail", approval)).content.decode()
+    renew = url("handoff_renew", approval)
+    assert f'hx-post="{renew}" hx-trigger="every 60s" hx-swap="none" data-heartbeat' in body
+    # Viewers and other operators get no heartbeat.
+    assert (
+        "data-heartbeat"
+        not in team.client("admin").get(url("handoff_detail", approval)).content.decode()
+    )
+    Handoff.objects.filter(pk=approval.pk).update(
+        lease_expires_at=timezone.now() + timedelta(seconds=30)
+    )
+    assert op.post(renew, headers=HTMX).status_code == 204
+    left = Handoff.objects.get(pk=approval.pk).lease_expires_at - timezone.now()
+    assert left > timedelta(minutes=14)
+    # Someone else's heartbeat is refused and changes nothing.
+    assert team.client("admin").post(renew, headers=HTMX).status_code == 409
+
+
+def test_release_puts_it_back_in_the_queue(team, approval):
+    op = team.client("operator")
+    op.post(url("handoff_claim", approval))
+    op.post(url("handoff_release", approval), {"reason": "wrong desk"})
+    h = Handoff.objects.get(pk=approval.pk)
+    assert h.status == HandoffStatus.OPEN and h.lease_holder_id is None

@@ -78,3 +78,20 @@ def test_the_workspace_shows_someone_elses_claim_and_no_actions(team: Team):
         await ws.disconnect()
 
     async_to_sync(scenario)()
+
+
+def test_the_session_page_timeline_follows_handoff_steps(team: Team):
+    session = make_session(team.project, title="Refund")
+    handoff = ask(session, "approval")
+    session.refresh_from_db()
+    cookie = cookie_for(team.viewer)
+
+    async def scenario():
+        ws = socket(f"/ws/sessions/{session.pk}/?after_seq={session.head_seq}", cookie)
+        assert (await ws.connect())[0]
+        await sync_to_async(claim_handoff)(handoff, user=team.operator)
+        frame = await frame_with(ws, 'id="timeline"')
+        assert f"approval: claimed by {team.operator.username}" in frame
+        await ws.disconnect()
+
+    async_to_sync(scenario)()
