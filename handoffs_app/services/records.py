@@ -103,6 +103,10 @@ def record_step(
         "actor": actor.label,
         **(detail or {}),
     }
+    if event is not None:
+        # First: its relay is then the first thing to run after the commit (before the log's
+        # live notice), so a waiting agent's long-poll wakes as early as it can.
+        publish(event)
     insert_events_locked(
         handoff.session,
         [EventDraft(kind=EventKind.HANDOFF, content=content)],
@@ -117,8 +121,6 @@ def record_step(
         target_id=handoff.pk,
         detail={"session_id": str(handoff.session_id), **(detail or {})},
     )
-    if event is not None:
-        publish(event)
 
 
 def event_fields(handoff: Handoff, actor: Actor) -> dict[str, Any]:

@@ -233,3 +233,12 @@ def test_budget_overrun_opens_a_budget_handoff(project):
     svc.hand_back(handoff, user=user)
     session.refresh_from_db()
     assert (session.budget_max_tokens, session.status) == (1000, "resumed")
+
+
+def test_human_messages_need_a_take_over(project, session):
+    user = operator(project)
+    handoff = ask(session)
+    svc.claim_handoff(handoff, user=user)
+    with pytest.raises(HandoffNotActive):
+        svc.send_human_message(handoff, user=user, text="hi")
+    assert not Event.objects.filter(session=session, kind="message").exists()
