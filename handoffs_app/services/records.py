@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING, Any
 from django.db import connection
 from django.utils import timezone
 
+from core.access import require_role
 from core.actors import Actor
 from core.domain_events import publish
+from core.models import Role
 from core.services.audit import record_audit
 from sessions_app.models import EventKind, Session
 from sessions_app.services.log import EventDraft, insert_events_locked
@@ -73,6 +75,8 @@ def require_holder(handoff: Handoff, user: "User", *, now: datetime | None = Non
             "Your lease on this handoff has expired; claim it again.",
             detail={"status": handoff.status, "holder": holder_label(handoff)},
         )
+    # A holder whose role was lowered since the claim acts no more (PermissionDenied, 403).
+    require_role(user, handoff.project_id, Role.OPERATOR)
 
 
 def lock_session(handoff: Handoff) -> Session:
