@@ -499,11 +499,22 @@ def approve_budget(
 # --- Working on the session --------------------------------------------------------------
 
 
-def _work(handoff: Handoff, *, user: "User", drafts: list[EventDraft], what: str) -> Handoff:
+def _work(
+    handoff: Handoff,
+    *,
+    user: "User",
+    drafts: list[EventDraft],
+    what: str,
+    taken_over_only: bool = False,
+) -> Handoff:
     actor = Actor.for_user(user)
     with transaction.atomic():
         locked = lock_handoff(handoff.pk)
         require_holder(locked, user)
+        if taken_over_only and locked.status != HandoffStatus.TAKEN_OVER:
+            raise HandoffNotActive(
+                "Take the session over before writing in it.", detail={"status": locked.status}
+            )
         session = lock_session(locked)
         append_events(session, drafts, actor=actor)
         publish(HandoffWorked(**event_fields(locked, actor), what=what))
@@ -533,18 +544,12 @@ def add_facts(handoff: Handoff, *, user: "User", facts: dict[str, Any]) -> Hando
 def send_human_message(handoff: Handoff, *, user: "User", text: str) -> Handoff:
     """During a take-over the holder writes in the conversation: a message with role `human`."""
     _check_text(text)
-    if handoff.status != HandoffStatus.TAKEN_OVER:
-        current = Handoff.objects.filter(pk=handoff.pk).values_list("status", flat=True).first()
-        if current != HandoffStatus.TAKEN_OVER:
-            raise HandoffNotActive(
-                "Take the session over before writing in it.", detail={"status": current}
-            )
     draft = EventDraft(
         kind=EventKind.MESSAGE,
         role="human",
         content={"text": text, "handoff_id": str(handoff.pk)},
     )
-    return _work(handoff, user=user, drafts=[draft], what="message")
+    return _work(handoff, user=user, drafts=[draft], what="message", taken_over_only=True)
 
 
 # --- Ending ------------------------------------------------------------------------------

@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING, Any
 from django.db import connection
 from django.utils import timezone
 
+from core.access import require_role
 from core.actors import Actor
 from core.domain_events import publish
+from core.models import Role
 from core.services.audit import record_audit
 from sessions_app.models import EventKind, Session
 from sessions_app.services.log import EventDraft, insert_events_locked
@@ -73,6 +75,8 @@ def require_holder(handoff: Handoff, user: "User", *, now: datetime | None = Non
             "Your lease on this handoff has expired; claim it again.",
             detail={"status": handoff.status, "holder": holder_label(handoff)},
         )
+    # A holder whose role was lowered since the claim acts no more (PermissionDenied, 403).
+    require_role(user, handoff.project_id, Role.OPERATOR)
 
 
 def lock_session(handoff: Handoff) -> Session:
@@ -103,6 +107,10 @@ def record_step(
         "actor": actor.label,
         **(detail or {}),
     }
+    if event is not None:
+        # First: its relay is then the first thing to run after the commit (before the log's
+        # live notice), so a waiting agent's long-poll wakes as early as it can.
+        publish(event)
     insert_events_locked(
         handoff.session,
         [EventDraft(kind=EventKind.HANDOFF, content=content)],
@@ -117,8 +125,6 @@ def record_step(
         target_id=handoff.pk,
         detail={"session_id": str(handoff.session_id), **(detail or {})},
     )
-    if event is not None:
-        publish(event)
 
 
 def event_fields(handoff: Handoff, actor: Actor) -> dict[str, Any]:

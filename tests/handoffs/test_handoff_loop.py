@@ -233,3 +233,26 @@ def test_budget_overrun_opens_a_budget_handoff(project):
     svc.hand_back(handoff, user=user)
     session.refresh_from_db()
     assert (session.budget_max_tokens, session.status) == (1000, "resumed")
+
+
+def test_human_messages_need_a_take_over(project, session):
+    user = operator(project)
+    handoff = ask(session)
+    svc.claim_handoff(handoff, user=user)
+    with pytest.raises(HandoffNotActive):
+        svc.send_human_message(handoff, user=user, text="hi")
+    assert not Event.objects.filter(session=session, kind="message").exists()
+
+
+def test_a_holder_lowered_to_viewer_acts_no_more(project, session):
+    from core.errors import PermissionDeniedError
+    from core.models import Membership
+
+    user = operator(project)
+    handoff = ask(session)
+    svc.claim_handoff(handoff, user=user)
+    Membership.objects.filter(user=user, project=project).update(role=Role.VIEWER)
+    with pytest.raises(PermissionDeniedError):
+        svc.accept(handoff, user=user)
+    handoff.refresh_from_db()
+    assert handoff.status == "claimed"
