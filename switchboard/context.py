@@ -235,7 +235,7 @@ ANSWER_WORDS = {
 }
 
 
-def _who(label: Any) -> str:
+def who(label: Any) -> str:
     """An actor label as people read it: "user:alice" is alice; keys and systems stay as
     they are ("key:4f2a…", "system:sla")."""
     text = str(label)
@@ -248,7 +248,7 @@ def handoff_step_text(content: Any) -> str:
         return "handoff record"
     step = str(content.get("step", ""))
     words = STEP_WORDS.get(step, step.replace("_", " ") or "handoff record")
-    fields = {k: _who(v) for k, v in content.items() if isinstance(v, (str, int))}
+    fields = {k: who(v) for k, v in content.items() if isinstance(v, (str, int))}
     fields.setdefault("actor", "?")
     fields.setdefault("previous_holder", "its holder")
     fields.setdefault("holder", "?")
@@ -259,7 +259,7 @@ def handoff_step_text(content: Any) -> str:
     if step == "answered" and isinstance(content.get("answer"), dict):
         kind = ANSWER_WORDS.get(str(content["answer"].get("type", "")))
         if kind:
-            text = f"{kind} by {_who(content.get('actor', '?'))}"
+            text = f"{kind} by {who(content.get('actor', '?'))}"
     if step == "requested" and content.get("reason"):
         text = f"{text}: {content['reason']}"
     kind = content.get("kind")

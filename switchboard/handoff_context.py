@@ -28,6 +28,7 @@ from sessions_app.models import EventKind, Session
 from sessions_app.queries import slice_events
 from sessions_app.services.state import FoldedState, merge_patch, state_at
 from switchboard.context import (
+    ANSWER_WORDS,
     active_handoff,
     budget_bars,
     event_view,
@@ -35,6 +36,7 @@ from switchboard.context import (
     handoff_records,
     handoff_step_text,
     linked_tasks,
+    who,
 )
 
 QUEUE_PAGE_SIZE = 50
@@ -54,6 +56,9 @@ class QueueRow:
 
 
 def sla_level(handoff: Handoff, now: datetime) -> str:
+    """ "overdue", "soon" (due within DUE_SOON), "ok"; "done" once answered (or over)."""
+    if handoff.status not in (HandoffStatus.OPEN, HandoffStatus.CLAIMED):
+        return "done"
     if handoff.overdue or (
         handoff.status in (HandoffStatus.OPEN, HandoffStatus.CLAIMED) and handoff.due_at <= now
     ):
@@ -143,6 +148,14 @@ def state_preview(session: Session, patch: dict[str, Any]) -> Preview:
         value=json.dumps(patch, ensure_ascii=False),
         changed=any(d.op != "same" for d in diff),
     )
+
+
+def answer_words(answer: Any) -> str:
+    """ "approved with edited arguments by alice", "answered by bob", …"""
+    if not isinstance(answer, dict):
+        return ""
+    what = ANSWER_WORDS.get(str(answer.get("type", "")), str(answer.get("type", "answered")))
+    return f"{what} by {who(answer.get('by', '?'))}"
 
 
 # --- Workspace -------------------------------------------------------------------------------
@@ -256,6 +269,7 @@ def workspace_context(
         "tasks": linked_tasks(session),
         "records": handoff_records(session, handoff_id=str(handoff.pk)),
         "action_forms": ACTION_FORMS,
+        "answer_words": answer_words(handoff.answer),
         "answer_args_pretty": (
             pretty(handoff.answer["args"])
             if isinstance(handoff.answer, dict) and handoff.answer.get("args") is not None

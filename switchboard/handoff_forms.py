@@ -9,7 +9,7 @@ from typing import Any
 from django import forms
 
 from handoffs_app.models import HandoffKind, HandoffStatus
-from handoffs_app.queries import QueueFilters, _decode_queue_cursor
+from handoffs_app.queries import QueueFilters
 
 MAX_JSON_CHARS = 100_000
 
@@ -41,15 +41,6 @@ class QueueFilterForm(forms.Form):
     unclaimed = forms.BooleanField(label="Unclaimed", required=False)
     overdue = forms.BooleanField(label="Overdue", required=False)
     cursor = forms.CharField(required=False, max_length=500)
-
-    def clean_cursor(self) -> str:
-        cursor = str(self.cleaned_data.get("cursor") or "")
-        if cursor:
-            try:
-                _decode_queue_cursor(cursor)
-            except Exception:
-                raise forms.ValidationError("This page link is not one the server made.") from None
-        return cursor
 
     def to_filters(self) -> QueueFilters:
         data = self.cleaned_data

@@ -21,6 +21,7 @@ from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
+from core.errors import InvalidInput
 from core.models import Membership, Role
 from core.pages import base_context, cursor_links, form_errors, htmx_partial_for, project_for
 from handoffs_app.access import get_handoff_for_user
@@ -70,7 +71,13 @@ def handoff_queue(request: HttpRequest, project_id: int) -> HttpResponse:
         context["errors"] = form_errors(form)
         return render(request, template, context, status=400)
     cursor = form.cleaned_data.get("cursor") or None
-    context.update(queue_context(project.pk, form.to_filters(), user=request.user, cursor=cursor))
+    try:
+        context.update(
+            queue_context(project.pk, form.to_filters(), user=request.user, cursor=cursor)
+        )
+    except InvalidInput as error:  # a cursor this server did not issue
+        context["errors"] = [error.message]
+        return render(request, template, context, status=400)
     request.handoff_counts = context["counts"]  # type: ignore[attr-defined]  (the navigation's)
     live_params = request.GET.copy()
     context.update(

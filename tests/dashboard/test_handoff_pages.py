@@ -270,3 +270,11 @@ def test_release_puts_it_back_in_the_queue(team, approval):
     op.post(url("handoff_release", approval), {"reason": "wrong desk"})
     h = Handoff.objects.get(pk=approval.pk)
     assert h.status == HandoffStatus.OPEN and h.lease_holder_id is None
+
+
+def test_a_cursor_the_server_did_not_issue_is_a_friendly_400(team, approval):
+    response = team.client("viewer").get(
+        reverse("dashboard:handoff_queue", args=[team.project.pk]), {"cursor": "bogus"}
+    )
+    assert response.status_code == 400
+    assert "not one this server issued" in response.content.decode()
