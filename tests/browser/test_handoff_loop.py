@@ -9,6 +9,7 @@ closes the session.
 """
 
 import json
+import re
 import threading
 import time
 from pathlib import Path
@@ -18,7 +19,8 @@ import pytest
 from playwright.sync_api import expect
 
 from core.models import Role
-from tests.browser.conftest import CHROMIUM_ARGS, sign_in  # noqa: F401
+from tests.browser.conftest import sign_in
+from tests.browser.test_content_security_policy import watched  # noqa: F401  (the CSP watch)
 from tests.dashboard.conftest import Team, append, message, state, team  # noqa: F401
 from tests.factories import make_api_key, make_member, make_session
 
@@ -215,3 +217,28 @@ def test_two_operators_and_an_agent_through_approval_and_takeover(
         expect(humans).to_have_count(2)
     finally:
         context_b.close()
+
+
+def test_the_handoff_pages_work_under_the_policy_with_no_violation(team: Team, live_url, watched):
+    """The strict CSP: the queue (live), the workspace, its claim, preview and heartbeat markup
+    run on static files and htmx alone."""
+    page = watched
+    session = make_session(team.project, agent="refunds", title="Refund")
+    append(session, message("Refund please."))
+    _, raw_key = make_api_key(team.project)
+    handoff = Agent(live_url, raw_key).ask(session.pk, "approval", APPROVAL, "Refund?")
+    sign_in(page, live_url, team.operator.username)
+    page.goto(f"{live_url}/p/{team.project.pk}/handoffs/")
+    expect(page.locator(".live-dot.on")).to_be_attached()
+    page.get_by_label("Approval").check()  # htmx swaps the results and pushes the URL
+    expect(page).to_have_url(re.compile(r"kind=approval"))
+    expect(page.locator(f"#handoff-row-{handoff['id']}")).to_be_visible()
+    page.check_policy("queue")
+    page.goto(f"{live_url}/handoffs/{handoff['id']}/")
+    expect(page.locator(".live-dot.on")).to_be_attached()
+    page.click("#claim-button")
+    expect(page.locator("[data-heartbeat]")).to_be_attached()
+    page.fill("#edit-args", '{"order": "A-1001"}')
+    page.click("#preview-edit-button")
+    expect(page.locator("#preview-diff .diff-del")).not_to_have_count(0)
+    page.check_policy("workspace")
