@@ -221,11 +221,14 @@ def main() -> int:
                 f"{name:<28} {c['p50']:>8.1f}ms {c['p95']:>6.1f}ms {c['max']:>6.1f}ms"
                 f"   {v['p50']:>8.1f}ms {v['p95']:>6.1f}ms  {s['bytes']}"
             )
-        queue_p95 = results["queue: first page"]["client"]["p95"]
-        base_p95 = results["baseline: sessions list"]["client"]["p95"]
+        queue, base = (
+            results["queue: first page"]["client"],
+            results["baseline: sessions list"]["client"],
+        )
         print(
-            f"\nqueue first page p95 {queue_p95:.1f} ms; sessions list p95 {base_p95:.1f} ms; "
-            f"ratio {queue_p95 / base_p95:.2f}"
+            f"\nqueue first page p50 {queue['p50']:.1f} ms, p95 {queue['p95']:.1f} ms; "
+            f"sessions list p50 {base['p50']:.1f} ms, p95 {base['p95']:.1f} ms; "
+            f"ratio p50 {queue['p50'] / base['p50']:.2f}, p95 {queue['p95'] / base['p95']:.2f}"
         )
     finally:
         server.stop()
