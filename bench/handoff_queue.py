@@ -111,7 +111,8 @@ def main() -> None:
             fn()
             samples.append((time.perf_counter() - started) * 1000)
         print(
-            f"{name:<40} p50 {statistics.median(samples):6.2f} ms   p95 {pct(samples, 0.95):6.2f} ms"
+            f"{name:<40} p50 {statistics.median(samples):6.2f} ms"
+            f"   p95 {pct(samples, 0.95):6.2f} ms"
         )
 
     def page(**filters):  # type: ignore[no-untyped-def]
