@@ -16,6 +16,13 @@
      wait, the server's thread count and the scratch database's connections are sampled.
 4. Prints p50 / p95 / mean per arm (all rounds pooled), the ratio loaded/baseline, threads
    and connections seen. Nothing is asserted; the target is a ratio within 1.10.
+
+BENCH_SETTINGS (a settings module) and BENCH_PYTHONPATH (where it lives) run the server with
+other settings, e.g. only async-capable middleware, to see what the thread count comes from:
+Django's ASGI handler gives every in-flight request its own thread-sensitive executor thread
+(asgiref ThreadSensitiveContext, first used by request_started's sync receivers), so the count
+is one per waiting request with or without sync middleware; the long-poll view itself holds
+neither a thread nor a database connection while it waits.
 """
 
 from __future__ import annotations
@@ -51,14 +58,14 @@ def env_for(db_url: str, redis_url: str) -> dict[str, str]:
     env.update(
         DATABASE_URL=db_url,
         REDIS_URL=redis_url,
-        DJANGO_SETTINGS_MODULE="config.settings",
+        DJANGO_SETTINGS_MODULE=os.environ.get("BENCH_SETTINGS", "config.settings"),
         SECRET_KEY=SECRET_KEY,
         DEBUG="false",
         ALLOWED_HOSTS="127.0.0.1,localhost",
         SWITCHBOARD_API_RATE_PER_MINUTE="0",
         CACHE_KEY_PREFIX="bench-handoffs",
         LOG_LEVEL="WARNING",
-        PYTHONPATH=str(ROOT),
+        PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("BENCH_PYTHONPATH")) if p),
     )
     return env
 

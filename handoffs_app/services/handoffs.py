@@ -20,6 +20,7 @@ from core.actors import Actor
 from core.domain_events import publish
 from core.errors import InvalidInput
 from core.models import Role
+from core.services.audit import record_audit
 from core.text import check_storable
 from sessions_app.errors import SessionNotWritable
 from sessions_app.models import WRITABLE_STATUSES, EventKind, Session, SessionStatus
@@ -516,7 +517,20 @@ def _work(
                 "Take the session over before writing in it.", detail={"status": locked.status}
             )
         session = lock_session(locked)
-        append_events(session, drafts, actor=actor)
+        result = append_events(session, drafts, actor=actor)
+        # The log holds the change itself (state / fact / message events); the audit says
+        # who made it at which handoff.
+        record_audit(
+            locked.project_id,
+            actor=actor,
+            action=f"handoff.{what}",
+            target_type="handoff",
+            target_id=locked.pk,
+            detail={
+                "session_id": str(locked.session_id),
+                "seqs": [event.seq for event in result.events],
+            },
+        )
         publish(HandoffWorked(**event_fields(locked, actor), what=what))
     return _refresh(handoff, locked)
 

@@ -256,3 +256,18 @@ def test_a_holder_lowered_to_viewer_acts_no_more(project, session):
         svc.accept(handoff, user=user)
     handoff.refresh_from_db()
     assert handoff.status == "claimed"
+
+
+def test_work_at_a_handoff_is_audited(project, session):
+    user = operator(project)
+    handoff = ask(session)
+    svc.claim_handoff(handoff, user=user)
+    svc.patch_state(handoff, user=user, patch={"a": 1})
+    svc.add_facts(handoff, user=user, facts={"k": "v", "j": 2})
+    entries = AuditEntry.objects.filter(
+        target_id=str(handoff.pk), action__in=["handoff.state", "handoff.facts"]
+    )
+    assert sorted((e.action, len(e.detail["seqs"])) for e in entries) == [
+        ("handoff.facts", 2),
+        ("handoff.state", 1),
+    ]
