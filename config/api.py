@@ -178,3 +178,4 @@ def unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
 api.add_router("/", "switchboard.api.router")
 api.add_router("/", "sessions_app.api.router")
 api.add_router("/", "tasks_app.api.router")
+api.add_router("/", "handoffs_app.api.router")

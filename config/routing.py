@@ -1,6 +1,7 @@
 from django.urls import path
 
 from switchboard.consumers import ProjectConsumer, SessionConsumer
+from switchboard.handoff_consumers import HandoffConsumer, HandoffQueueConsumer
 from tasks_app.consumers import TaskConsumer, TaskListConsumer
 
 websocket_urlpatterns = [
@@ -12,4 +13,7 @@ websocket_urlpatterns = [
     # (?after=<newest history id shown>&step=&kind=&rows=1|0).
     path("ws/projects/<int:project_id>/tasks/", TaskListConsumer.as_asgi()),
     path("ws/tasks/<uuid:task_id>/", TaskConsumer.as_asgi()),
+    # The handoff queue (?<its filters and cursor>) and one handoff's workspace.
+    path("ws/projects/<int:project_id>/handoffs/", HandoffQueueConsumer.as_asgi()),
+    path("ws/handoffs/<uuid:handoff_id>/", HandoffConsumer.as_asgi()),
 ]

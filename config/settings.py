@@ -86,6 +86,7 @@ INSTALLED_APPS = [
     "core",
     "sessions_app",
     "tasks_app",
+    "handoffs_app",
     "switchboard",
 ]
 
@@ -140,6 +141,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "switchboard.context_processors.handoff_nav",
             ],
         },
     },
@@ -228,6 +230,16 @@ CELERY_BEAT_SCHEDULE = {
     "tasks_app: expire step deadlines": {
         "task": "tasks_app.expire_step_deadlines",
         "schedule": env_int("SWITCHBOARD_DEADLINE_CHECK_SECONDS", 30),
+    },
+    # A lapsed claim returns its handoff to the queue within this interval.
+    "handoffs_app: expire leases": {
+        "task": "handoffs_app.expire_leases",
+        "schedule": env_int("SWITCHBOARD_HANDOFF_LEASE_CHECK_SECONDS", 15),
+    },
+    # Overdue marking, priority raise and expiry of unanswered handoffs.
+    "handoffs_app: SLA": {
+        "task": "handoffs_app.enforce_sla",
+        "schedule": env_int("SWITCHBOARD_HANDOFF_SLA_SECONDS", 30),
     },
     # Outbox rows a crash or a Redis outage left unsent reach live pages within this interval.
     "core: relay outbox": {

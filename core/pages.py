@@ -29,6 +29,9 @@ def project_for(request: HttpRequest, project_id: int, minimum: str = Role.VIEWE
 
 
 def base_context(request: HttpRequest, membership: Membership, nav: str) -> dict[str, Any]:
+    # The project this page shows, checked above: the navigation's counts (a context
+    # processor of the composing app) are for this project only.
+    request.dashboard_project_id = membership.project_id  # type: ignore[attr-defined]
     return {
         "project": membership.project,
         "membership": membership,

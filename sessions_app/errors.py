@@ -13,3 +13,9 @@ class HeadSeqMismatch(Conflict):
 
 class PartialReplay(Conflict):
     code = "idempotency_partial_replay"
+
+
+class SessionTakenOver(Conflict):
+    """A person has taken the conversation over: the agent's appends wait for the hand-back."""
+
+    code = "session_taken_over"

@@ -74,6 +74,11 @@ class Session(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     closed_at = models.DateTimeField(null=True, blank=True)
     archived_at = models.DateTimeField(null=True, blank=True)
+    # Who has taken the conversation over from the agent (an actor label, "" when nobody):
+    # while set, appends by agents are refused (409 session_taken_over) and people's accepted.
+    # Set by services.lifecycle.set_taken_over (the handoff app calls it; nothing here knows
+    # about handoffs) and checked in the allocating UPDATE itself, so no append slips through.
+    taken_over_by = models.CharField(max_length=150, blank=True, default="")
 
     class Meta:
         constraints = [

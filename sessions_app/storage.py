@@ -72,7 +72,9 @@ def session_in_project(session_id: UUID, project_id: int) -> Session | None:
 # they get are gap-free (invariant 1). Usage counters ride in the same UPDATE.
 
 
-def _allocation_sql(*, writable_only: bool, unbudgeted_only: bool, check_head: bool) -> str:
+def _allocation_sql(
+    *, writable_only: bool, unbudgeted_only: bool, check_head: bool, agent_write: bool = False
+) -> str:
     session = table(Session)
     sql = (
         f"UPDATE {session} SET head_seq = head_seq + %s, tokens_used = tokens_used + %s,"
@@ -80,6 +82,10 @@ def _allocation_sql(*, writable_only: bool, unbudgeted_only: bool, check_head: b
     )
     if writable_only:
         sql += " AND status IN (%s, %s, %s)"
+    if agent_write:
+        # A session a person has taken over refuses the agent (sessions_app.errors
+        # .SessionTakenOver), checked under the row lock so no append slips past a take-over.
+        sql += f" AND {column(Session, 'taken_over_by')} = ''"
     if unbudgeted_only:
         sql += " AND budget_max_tokens IS NULL AND budget_max_cost IS NULL"
     if check_head:
@@ -123,16 +129,19 @@ def allocate_seqs(
     now: datetime,
     writable_statuses: Sequence[str] | None,
     expected_head_seq: int | None,
+    agent_write: bool = False,
 ) -> tuple[int, str, int, Decimal, int | None, Decimal | None] | None:
     """Lock the session row and reserve `count` seqs: (head, status, usage…, budget…).
 
     None when the WHERE clause refused (no such session in the project, a status outside
-    `writable_statuses`, a head other than `expected_head_seq`). The caller holds a transaction.
+    `writable_statuses`, a head other than `expected_head_seq`, an `agent_write` to a session
+    a person has taken over). The caller holds a transaction.
     """
     sql = _allocation_sql(
         writable_only=writable_statuses is not None,
         unbudgeted_only=False,
         check_head=expected_head_seq is not None,
+        agent_write=agent_write,
     )
     sql += " RETURNING head_seq, status, tokens_used, cost_used, budget_max_tokens, budget_max_cost"
     params = _allocation_params(
@@ -223,6 +232,7 @@ def append_in_one_statement(
     now: datetime,
     writable_statuses: Sequence[str],
     expected_head_seq: int | None,
+    agent_write: bool = False,
 ) -> tuple[int, str, int, Decimal] | None:
     """Allocate and insert as one statement in its own transaction: one round trip.
 
@@ -253,7 +263,10 @@ def append_in_one_statement(
     values = ", ".join(f"v.c{i}" for i in range(len(fields)))
     columns = ", ".join(connection.ops.quote_name(column_name(f)) for f in fields)
     allocate = _allocation_sql(
-        writable_only=True, unbudgeted_only=True, check_head=expected_head_seq is not None
+        writable_only=True,
+        unbudgeted_only=True,
+        check_head=expected_head_seq is not None,
+        agent_write=agent_write,
     )
     sql = (
         f"WITH s AS ({allocate} RETURNING head_seq, status, tokens_used, cost_used),"

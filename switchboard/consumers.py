@@ -32,7 +32,7 @@ from core.live import (
 )
 from core.models import Membership
 from core.pages import role_context
-from core.realtime import session_group, task_group
+from core.realtime import project_list_group, session_group, task_group
 from sessions_app.access import get_session_for_user
 from sessions_app.models import EventKind, Session
 from sessions_app.queries import (
@@ -149,6 +149,16 @@ class SessionStream:
             )
         parts.append(self._header(session, membership))
         if event_range_has_kind(
+            session, after_seq=self.covered, upto_seq=head, kind=EventKind.HANDOFF
+        ):
+            # A handoff step: the timeline says it in words, the header links the handoff.
+            parts.append(
+                render_to_string(
+                    f"{SESSION_PAGE}#timeline",
+                    {"session": session, "timeline": timeline(session), "oob": True},
+                )
+            )
+        if event_range_has_kind(
             session, after_seq=self.covered, upto_seq=head, kind=EventKind.FACT
         ):
             parts.append(
@@ -259,7 +269,7 @@ class OverviewStream:
     project_id: int
 
     def note(self, kind: str, session_id: str) -> bool:
-        return kind in ("session.opened", "session.lifecycle")
+        return kind in ("session.opened", "session.lifecycle") or kind.startswith("handoff.")
 
     def take(self) -> tuple[set[str], set[str]]:
         return set(), set()
@@ -276,7 +286,7 @@ class OverviewStream:
         }
         return "".join(
             render_to_string(f"{OVERVIEW_PAGE}#{name}", context)
-            for name in ("status-counts", "waiting", "recent-changes")
+            for name in ("status-counts", "handoffs-waiting", "waiting", "recent-changes")
         )
 
 
@@ -420,3 +430,15 @@ class ProjectConsumer(LiveListConsumer):
     session_events = LiveListConsumer.changed
     session_lifecycle = LiveListConsumer.changed
     session_opened = LiveListConsumer.changed
+
+    async def connect(self) -> None:
+        await super().connect()
+        # The overview also counts handoffs: it hears the queue's group too.
+        if isinstance(getattr(self, "stream", None), OverviewStream) and self.joined:
+            await self.join([project_list_group(self.stream.project_id, "handoffs")])
+
+    async def other_event(self, message: dict[str, Any]) -> None:
+        if isinstance(getattr(self, "stream", None), OverviewStream) and str(
+            message.get("type", "")
+        ).startswith("handoff."):
+            await self.changed(message)

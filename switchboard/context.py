@@ -20,7 +20,9 @@ from django.utils import timezone
 from core.models import Membership, Project
 from core.outage import OutageLog
 from core.pages import role_context
-from sessions_app.models import Session, SessionStatus, Tier
+from handoffs_app.models import Handoff, HandoffStatus
+from handoffs_app.queries import queue_counts
+from sessions_app.models import EventKind, Session, SessionStatus, Tier
 from sessions_app.queries import (
     events_per_minute,
     lifecycle_changes,
@@ -53,6 +55,7 @@ def overview_live_context(project: Project) -> dict[str, Any]:
         "waiting": waiting,
         "oldest_wait": waiting[0].paused_since if waiting else None,
         "recent_changes": recent_session_changes(project),
+        "handoff_counts": queue_counts(project),
     }
 
 
@@ -158,6 +161,7 @@ def session_header_context(session: Session, membership: Membership) -> dict[str
         "can_pause": session.can_transition(SessionStatus.PAUSED),
         "can_resume": session.can_transition(SessionStatus.RESUMED),
         "can_close": session.can_transition(SessionStatus.CLOSED),
+        "active_handoff": active_handoff(session),
         **role_context(membership),
     }
 
@@ -170,10 +174,13 @@ class TimelineItem:
     reason: str
     actor: str
     created_at: datetime
+    handoff_text: str = ""  # a handoff step in words ("approval: claimed by alice")
+    handoff_id: str = ""
 
 
 def timeline(session: Session) -> list[TimelineItem]:
-    """The session's own lifecycle changes, oldest first (the last 50)."""
+    """The session's own lifecycle changes and handoff steps, oldest first (the last 50 of
+    each, merged by seq)."""
     items = [
         TimelineItem(
             seq=event.seq,
@@ -185,8 +192,125 @@ def timeline(session: Session) -> list[TimelineItem]:
         )
         for event in lifecycle_changes(session)
     ]
-    items.reverse()
+    items += [
+        TimelineItem(
+            seq=record.seq,
+            from_status="",
+            to_status="",
+            reason="",
+            actor="",
+            created_at=record.created_at,
+            handoff_text=record.text,
+            handoff_id=record.handoff_id,
+        )
+        for record in handoff_records(session)
+    ]
+    items.sort(key=lambda item: item.seq)
     return items
+
+
+# --- Log records ------------------------------------------------------------------------------
+
+
+STEP_WORDS = {
+    "requested": "asked for a person",
+    "claimed": "claimed by {actor}",
+    "released": "released by {actor}",
+    "lease_expired": "lease of {previous_holder} expired; back in the queue",
+    "reassigned": "reassigned to {holder} by {actor}",
+    "answered": "answered by {actor}",
+    "taken_over": "taken over by {actor}",
+    "handed_back": "handed back by {actor}",
+    "closed": "closed by {actor}",
+    "cancelled": "cancelled by {actor}",
+    "expired": "expired unanswered",
+    "overdue": "overdue",
+}
+ANSWER_WORDS = {
+    "respond": "answered",
+    "accept": "approved",
+    "edit": "approved with edited arguments",
+    "reject": "rejected",
+    "budget": "budget raised",
+}
+
+
+def who(label: Any) -> str:
+    """An actor label as people read it: "user:alice" is alice; keys and systems stay as
+    they are ("key:4f2a…", "system:sla")."""
+    text = str(label)
+    return text.removeprefix("user:")
+
+
+def handoff_step_text(content: Any) -> str:
+    """A `handoff` log record in words: "approval: claimed by alice", "question: answered"."""
+    if not isinstance(content, dict):
+        return "handoff record"
+    step = str(content.get("step", ""))
+    words = STEP_WORDS.get(step, step.replace("_", " ") or "handoff record")
+    fields = {k: who(v) for k, v in content.items() if isinstance(v, (str, int))}
+    fields.setdefault("actor", "?")
+    fields.setdefault("previous_holder", "its holder")
+    fields.setdefault("holder", "?")
+    try:
+        text = words.format(**fields)
+    except (KeyError, IndexError, ValueError):
+        text = words
+    if step == "answered" and isinstance(content.get("answer"), dict):
+        kind = ANSWER_WORDS.get(str(content["answer"].get("type", "")))
+        if kind:
+            text = f"{kind} by {who(content.get('actor', '?'))}"
+    if step == "requested" and content.get("reason"):
+        text = f"{text}: {content['reason']}"
+    kind = content.get("kind")
+    return f"{kind}: {text}" if kind else text
+
+
+@dataclass
+class HandoffRecord:
+    seq: int
+    text: str
+    handoff_id: str
+    created_at: datetime
+
+
+def handoff_records(
+    session: Session, *, handoff_id: str | None = None, limit: int = 50
+) -> list[HandoffRecord]:
+    """The session's `handoff` log records, oldest first (the last `limit`), read through the
+    partial index on durable events."""
+    page = slice_events(session, kinds=[EventKind.HANDOFF], limit=limit, newest_first=True)
+    records = []
+    for row in reversed(page.rows):
+        content = json.loads(row["content_json"]) if row.get("content_json") else {}
+        if handoff_id and isinstance(content, dict) and content.get("handoff_id") != handoff_id:
+            continue
+        records.append(
+            HandoffRecord(
+                seq=row["seq"],
+                text=handoff_step_text(content),
+                handoff_id=str(content.get("handoff_id", "")) if isinstance(content, dict) else "",
+                created_at=row["created_at"],
+            )
+        )
+    return records
+
+
+def active_handoff(session: Session) -> Handoff | None:
+    """The session's active handoff, if any (the one-active-per-session partial index)."""
+    return (
+        Handoff.objects.filter(
+            session_id=session.pk,
+            status__in=[
+                HandoffStatus.OPEN,
+                HandoffStatus.CLAIMED,
+                HandoffStatus.ANSWERED,
+                HandoffStatus.TAKEN_OVER,
+            ],
+        )
+        .select_related("lease_holder")
+        .first()
+    )
 
 
 TEXT_PREVIEW_CHARS = 400
@@ -250,7 +374,7 @@ def _event_summary(kind: str, content: Any) -> tuple[str, str]:
         keys = ", ".join(str(k) for k in list(content)[:6])
         return f"state patch: {keys}" if keys else "state patch (empty)", ""
     if kind == "handoff":
-        return _compact(content.get("type") or content.get("kind") or "handoff record"), text
+        return _compact(handoff_step_text(content), 200), ""
     return "", text
 
 

@@ -60,6 +60,11 @@ class SessionFilterForm(forms.Form):
         required=False,
         choices=[("", "Any"), ("yes", "With a task"), ("no", "Without a task")],
     )
+    has_handoff = forms.ChoiceField(
+        label="Handoff",
+        required=False,
+        choices=[("", "Any"), ("yes", "Waiting on a person"), ("no", "No pending handoff")],
+    )
     active = forms.ChoiceField(
         label="Active within",
         required=False,
@@ -115,6 +120,7 @@ class SessionFilterForm(forms.Form):
         key, has_value, value = (data.get("tag") or "").partition("=")
         active = ACTIVE_WITHIN.get(data.get("active") or "")
         has_task = {"yes": True, "no": False}.get(data.get("has_task") or "")
+        has_handoff = {"yes": True, "no": False}.get(data.get("has_handoff") or "")
         return SessionListFilters(
             status=data.get("status") or None,
             agent=data.get("agent") or None,
@@ -125,6 +131,7 @@ class SessionFilterForm(forms.Form):
             metadata_key=key.strip() or None,
             metadata_value=value.strip() if has_value else None,
             has_task=has_task,
+            has_handoff=has_handoff,
         )
 
     @property
@@ -138,6 +145,7 @@ class SessionFilterForm(forms.Form):
                 "agent",
                 "tag",
                 "has_task",
+                "has_handoff",
                 "active",
                 "created_after",
                 "created_before",

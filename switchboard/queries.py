@@ -1,4 +1,5 @@
-"""Reads that join sessions with their tasks (the sessions list's `has_task`)."""
+"""Reads that join sessions with their tasks and handoffs (the sessions list's `has_task`,
+`has_handoff`)."""
 
 from dataclasses import dataclass
 
@@ -6,6 +7,7 @@ from django.db.models import BooleanField, Exists, OuterRef, QuerySet, Subquery,
 from django.db.models.functions import Coalesce
 
 from core.models import Project
+from handoffs_app.models import ACTIVE_STATUSES, Handoff
 from sessions_app.models import Session
 from sessions_app.queries import SessionFilters, filter_sessions
 from tasks_app.models import TaskSession
@@ -33,6 +35,16 @@ class SessionListFilters(SessionFilters):
 
     # True: only sessions linked to a task; False: only sessions without one.
     has_task: bool | None = None
+    # True: only sessions with an active handoff (open, claimed, answered, taken over).
+    has_handoff: bool | None = None
+
+
+def pending_handoff_expression() -> Exists:
+    """EXISTS(an active handoff of the outer session): the one-active-per-session partial
+    unique index answers it with one probe per session."""
+    return Exists(
+        Handoff.objects.filter(session_id=OuterRef("pk"), status__in=list(ACTIVE_STATUSES))
+    )
 
 
 def session_rows(project: Project, filters: SessionListFilters) -> QuerySet[Session]:
@@ -48,4 +60,7 @@ def session_rows(project: Project, filters: SessionListFilters) -> QuerySet[Sess
         else:
             linked = has_task_expression()
             qs = qs.filter(linked if has_task else ~linked)
+    if filters.has_handoff is not None:
+        pending = pending_handoff_expression()
+        qs = qs.filter(pending if filters.has_handoff else ~pending)
     return qs.annotate(has_task=has_task_flag())

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import handoff_views, views
 
 app_name = "dashboard"
 
@@ -21,4 +21,22 @@ urlpatterns = [
     path("sessions/<uuid:session_id>/resume/", views.session_resume, name="session_resume"),
     path("sessions/<uuid:session_id>/close/", views.session_close, name="session_close"),
     path("sessions/<uuid:session_id>/fork/", views.session_fork, name="session_fork"),
+    # Human handoffs: the project's queue, one handoff's workspace (viewer and up to read),
+    # its actions (operator and up, the lease holder for most; admin to reassign).
+    path("p/<int:project_id>/handoffs/", handoff_views.handoff_queue, name="handoff_queue"),
+    path("handoffs/<uuid:handoff_id>/", handoff_views.handoff_detail, name="handoff_detail"),
+    path(
+        "handoffs/<uuid:handoff_id>/messages/",
+        handoff_views.handoff_messages,
+        name="handoff_messages",
+    ),
+    *(
+        path(
+            f"handoffs/<uuid:handoff_id>/{segment}/",
+            handoff_views.handoff_action,
+            {"action": name},
+            name=f"handoff_{name}",
+        )
+        for name, (segment, _, _) in handoff_views.ACTIONS.items()
+    ),
 ]

@@ -99,6 +99,7 @@ def overview(request: HttpRequest, project_id: int) -> HttpResponse:
         )
     context = base_context(request, membership, "overview")
     context.update(overview_live_context(project))
+    request.handoff_counts = context["handoff_counts"]  # type: ignore[attr-defined]  (the nav's)
     context["chart"] = events_chart(project)
     context["ws_url"] = f"/ws/projects/{project.pk}/?view=overview"
     return render(request, "switchboard/overview.html", context)

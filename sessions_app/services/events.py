@@ -26,8 +26,16 @@ from sessions_app import storage
 from sessions_app.errors import PartialReplay
 from sessions_app.models import WRITABLE_STATUSES, Event, Session, SessionStatus
 
+from ..signals import budget_exceeded
 from .lifecycle import transition_locked
-from .log import EventDraft, build_events, events_written, insert_events_locked, validate_draft
+from .log import (
+    EventDraft,
+    build_events,
+    events_written,
+    insert_events_locked,
+    is_agent_write,
+    validate_draft,
+)
 
 __all__ = ["AppendResult", "EventDraft", "append_events"]
 
@@ -65,7 +73,11 @@ def _append_locked(
         written.tokens_used, written.cost_used, written.max_tokens, written.max_cost
     )
     if over and written.status in (SessionStatus.OPEN, SessionStatus.RESUMED):
-        transition_locked(session, SessionStatus.PAUSED, actor=Actor.system("budget"), reason=over)
+        system = Actor.system("budget")
+        transition_locked(session, SessionStatus.PAUSED, actor=system, reason=over)
+        # In this transaction: what the apps above do about it (a budget handoff) commits
+        # with the pause or not at all.
+        budget_exceeded.send(sender=Session, session=session, reason=over, actor=system)
     return written.events
 
 
@@ -91,6 +103,7 @@ def _append_in_one_statement(
         now=timezone.now(),
         writable_statuses=WRITABLE_STATUSES,
         expected_head_seq=expected_head_seq,
+        agent_write=is_agent_write(actor),
     )
     if result is None:
         return None

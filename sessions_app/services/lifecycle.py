@@ -4,6 +4,8 @@ Each transition locks the session row, validates the move, appends a durable `li
 event (from, to, actor, reason), writes an audit entry and publishes LifecycleChanged.
 """
 
+from typing import Any
+
 from django.db import transaction
 from django.utils import timezone
 
@@ -17,8 +19,18 @@ from ..domain_events import LifecycleChanged
 from .log import EventDraft, insert_events_locked
 
 
-def transition_locked(session: Session, to: str, *, actor: Actor, reason: str = "") -> Session:
-    """Move `session` to `to`; the caller holds a transaction (and ideally the row lock)."""
+def transition_locked(
+    session: Session,
+    to: str,
+    *,
+    actor: Actor,
+    reason: str = "",
+    detail: dict[str, Any] | None = None,
+) -> Session:
+    """Move `session` to `to`; the caller holds a transaction (and ideally the row lock).
+
+    `detail` adds keys to the lifecycle event's content (e.g. the handoff that caused it).
+    """
     current = SessionStatus(session.status)
     if to not in ALLOWED_TRANSITIONS[current]:
         allowed = sorted(ALLOWED_TRANSITIONS[current])
@@ -32,6 +44,7 @@ def transition_locked(session: Session, to: str, *, actor: Actor, reason: str = 
             EventDraft(
                 kind=EventKind.LIFECYCLE,
                 content={
+                    **(detail or {}),
                     "from": str(current),
                     "to": str(to),
                     "reason": reason,
@@ -60,7 +73,7 @@ def transition_locked(session: Session, to: str, *, actor: Actor, reason: str = 
         action=f"session.{to}",
         target_type="session",
         target_id=session.pk,
-        detail={"from": str(current), "to": str(to), "reason": reason},
+        detail={**(detail or {}), "from": str(current), "to": str(to), "reason": reason},
     )
     publish(
         LifecycleChanged(

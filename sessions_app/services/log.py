@@ -20,7 +20,7 @@ from core.actors import Actor
 from core.domain_events import publish
 from core.errors import InvalidInput, NotFound
 from sessions_app import storage
-from sessions_app.errors import HeadSeqMismatch, SessionNotWritable
+from sessions_app.errors import HeadSeqMismatch, SessionNotWritable, SessionTakenOver
 from sessions_app.models import (
     AGENT_KINDS,
     DEFAULT_TIER,
@@ -122,13 +122,19 @@ def explain_refusal(
     found = Session.objects.filter(pk=session_id)
     if project_id is not None:
         found = found.filter(project_id=project_id)
-    current = found.values("status", "head_seq").first()
+    current = found.values("status", "head_seq", "taken_over_by").first()
     if current is None:
         return NotFound("Session not found.", detail={"session_id": str(session_id)})
     if current["status"] not in WRITABLE_STATUSES:
         return SessionNotWritable(
             f"The session is {current['status']}; it accepts no more events.",
             detail={"status": current["status"]},
+        )
+    if current["taken_over_by"]:
+        return SessionTakenOver(
+            "A person has taken this session over; the agent's appends are refused until "
+            "it is handed back.",
+            detail={"taken_over_by": current["taken_over_by"]},
         )
     return HeadSeqMismatch(
         "The session's head has moved since you read it.",
@@ -148,6 +154,11 @@ class Written:
     max_cost: Decimal | None
 
 
+def is_agent_write(actor: Actor, *, system: bool = False) -> bool:
+    """An append a take-over keeps out: anything but a person's or the system's."""
+    return not system and actor.user is None
+
+
 def insert_events_locked(
     session: Session,
     drafts: Sequence[EventDraft],
@@ -158,7 +169,8 @@ def insert_events_locked(
 ) -> Written:
     """Allocate seqs and insert; the caller holds a transaction. Raises on refusal.
 
-    `system` writes (lifecycle and handoff records) are accepted whatever the status.
+    `system` writes (lifecycle and handoff records) are accepted whatever the status; an
+    agent's (no user) are refused while a person has taken the session over.
     """
     allocated = storage.allocate_seqs(
         session.pk,
@@ -169,6 +181,7 @@ def insert_events_locked(
         now=timezone.now(),
         writable_statuses=None if system else WRITABLE_STATUSES,
         expected_head_seq=expected_head_seq,
+        agent_write=is_agent_write(actor, system=system),
     )
     if allocated is None:
         raise explain_refusal(session.pk, expected_head_seq, session.project_id)

@@ -44,10 +44,12 @@
   document.addEventListener("htmx:oobAfterSwap", followHead);
 
   // Live rows are inserted, never replaced: a reconnecting socket catches up from the page's
-  // first head, so drop any row the page already shows.
+  // first head, so drop any row the page already shows. Only for insertions (afterbegin,
+  // beforeend: htmx hands over the element); a panel replaced whole (hx-swap-oob="true":
+  // htmx hands over a document fragment) brings its rows along, the shown ones included.
   document.addEventListener("htmx:oobBeforeSwap", function (e) {
     var fragment = e.detail && e.detail.fragment;
-    if (!fragment || !fragment.querySelectorAll) return;
+    if (!fragment || !fragment.querySelectorAll || fragment.nodeType === 11) return;
     fragment.querySelectorAll("[data-live-row][id]").forEach(function (row) {
       if (document.getElementById(row.id)) row.remove();
     });
@@ -58,6 +60,17 @@
     if (e.target.matches && e.target.matches("select[data-autosubmit]") && e.target.form) {
       e.target.form.submit();
     }
+  });
+
+  // Live panels keep what is being typed (hx-preserve); a form marked data-reset-on-success
+  // (a message, a fact, an answer) empties its fields once the server has taken them.
+  document.addEventListener("htmx:afterRequest", function (e) {
+    var form = e.detail && e.detail.elt;
+    if (!e.detail.successful || !form || !form.matches || !form.matches("form[data-reset-on-success][id]")) return;
+    document.querySelectorAll('[form="' + form.id + '"]').forEach(function (field) {
+      if (field.matches("textarea, input[type=text], input:not([type])")) field.value = "";
+      if (field.matches("input[type=radio], input[type=checkbox]")) field.checked = false;
+    });
   });
 
   // Websocket status dot.

@@ -26,6 +26,7 @@ from hypothesis import settings
 from schemathesis.core.parameters import ParameterLocation
 
 from core.actors import Actor
+from handoffs_app.services.handoffs import cancel_handoff, request_handoff
 from sessions_app.services.events import EventDraft, append_events
 from sessions_app.services.lifecycle import close_session, pause_session
 from sessions_app.services.sessions import fork_session
@@ -135,9 +136,17 @@ def use_real_ids(case) -> None:
             for name, value in case.body.items()
         }
     if case.path_parameters and not case.meta.is_negative_at(ParameterLocation.PATH):
+        known = dict(KNOWN)
+        if case.operation.label.endswith("/cancel"):
+            # Only an open handoff can be cancelled; reads get resolved ones only, so that a
+            # generated `wait` answers at once instead of waiting up to a minute.
+            known["handoff_id"] = KNOWN["open_handoff_id"]
+        if case.operation.label.endswith("/handoffs"):
+            # Earlier operations close and pause the other sessions: ask on an untouched one.
+            known["session_id"] = KNOWN["asking_session_id"]
         case.path_parameters = {
-            name: KNOWN[name][0 if example else (digest >> 2) % len(KNOWN[name])]
-            if name in KNOWN
+            name: known[name][0 if example else (digest >> 2) % len(known[name])]
+            if name in known
             else value
             for name, value in case.path_parameters.items()
         }
@@ -186,8 +195,19 @@ def _build_world() -> None:
         error={"type": "boom", "message": "it broke", "detail": {}},
     )
 
+    waiting = request_handoff(
+        make_session(project), kind="question", payload={"question": "?"}, actor=TESTER
+    ).handoff
+    withdrawn = request_handoff(
+        make_session(project), kind="takeover", payload={}, actor=TESTER
+    ).handoff
+    cancel_handoff(withdrawn, actor=TESTER)
+
     KNOWN.update(
         api_key=[raw_key],
+        handoff_id=[str(withdrawn.pk)],
+        open_handoff_id=[str(waiting.pk)],
+        asking_session_id=[str(make_session(project, title="asks for a person").pk)],
         session_id=[str(s.pk) for s in (worked, fork, paused, closed)],
         task_id=[str(task.pk), str(failed.pk)],
         key=["draft", "review", "publish"],

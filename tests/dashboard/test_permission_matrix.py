@@ -18,15 +18,18 @@ from urllib.parse import quote
 import pytest
 from asgiref.sync import async_to_sync
 from django.conf import settings
+from django.db import transaction
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from core.actors import Actor
 from core.models import AuditEntry, Membership
+from handoffs_app.models import Handoff
+from handoffs_app.services.handoffs import claim_handoff, request_handoff_locked, take_over
 from sessions_app.models import Event, Session, Snapshot
 from sessions_app.services.lifecycle import pause_session
 from tasks_app.models import Step, Task, TaskHistory
-from tests.factories import make_task
+from tests.factories import make_session, make_task
 
 NAMESPACES = ("dashboard", "tasks")
 PERSONAS = ("anonymous", "viewer", "operator", "admin", "outsider")
@@ -64,12 +67,14 @@ class World:
     team: Any
     session: Session
     task: Task
+    handoff: Any = None
 
     def kwargs(self, name: str) -> dict[str, Any]:
         values = {
             "project_id": self.team.project.pk,
             "session_id": self.session.pk,
             "task_id": self.task.pk,
+            "handoff_id": self.handoff.pk if self.handoff else None,
         }
         missing = [k for k in URLS[name] if k not in values]
         assert not missing, f"{name}: teach World.kwargs how to fill {missing}"
@@ -91,6 +96,9 @@ def snapshot() -> dict[str, Any]:
         "tasks": sorted(Task.objects.values_list("pk", "state", "version", "updated_at")),
         "steps": sorted(Step.objects.values_list("pk", "status", "attempts")),
         "task_history": TaskHistory.objects.count(),
+        "handoffs": sorted(
+            Handoff.objects.values_list("pk", "status", "lease_holder_id", "lease_expires_at")
+        ),
     }
 
 
@@ -165,11 +173,83 @@ class Row:
     prepare: Callable[[World], None] | None = None
     # Only for URLs outside a project (home): what an outsider gets instead of a 404.
     outsider: Callable[..., None] | None = None
+    # Handoff actions of the lease holder: claimed first by the persona (an operator or
+    # admin), or by the project's operator (for the others, who are refused anyway).
+    prepare_holder: Callable[[World, Any], None] | None = None
 
 
 def paused(world: World) -> None:
     pause_session(world.session, actor=Actor.system("tests"), reason="so it can be resumed")
     world.session.refresh_from_db()
+
+
+ALL_ANSWERS = {
+    "action_request": {"action": "refund", "args": {"order": "A-1", "amount": "12.00"}},
+    "config": {
+        "allow_accept": True,
+        "allow_edit": True,
+        "allow_respond": True,
+        "allow_ignore": True,
+    },
+    "description": "matrix",
+}
+
+
+def open_handoff(session: Session, kind: str = "approval", payload: Any = None) -> Handoff:
+    with transaction.atomic():
+        locked = Session.objects.select_for_update().get(pk=session.pk)
+        return request_handoff_locked(
+            locked,
+            kind=kind,
+            reason="matrix",
+            payload=ALL_ANSWERS if payload is None else payload,
+            priority="normal",
+            due_in=None,
+            idempotency_key=None,
+            actor=Actor.system("tests-agent"),
+        )
+
+
+def claimed(world: World, user: Any) -> None:
+    claim_handoff(world.handoff, user=user)
+
+
+def taken_over(world: World, user: Any) -> None:
+    claim_handoff(world.handoff, user=user)
+    take_over(world.handoff, user=user)
+
+
+def budget_claimed(world: World, user: Any) -> None:
+    session = make_session(world.team.project, title="over budget")
+    world.handoff = open_handoff(session, "budget", {"usage": {"tokens": 10}})
+    claim_handoff(world.handoff, user=user)
+
+
+def handoff_now(world: World) -> Handoff:
+    return Handoff.objects.get(pk=world.handoff.pk)
+
+
+def handoff_became(check: Callable[[Handoff, World], bool], redirect: bool = True):
+    def allowed(response, world: World, before: dict[str, Any]) -> None:
+        assert response.status_code == 302, response.status_code
+        assert response["Location"] == reverse("dashboard:handoff_detail", args=[world.handoff.pk])
+        assert check(handoff_now(world), world), handoff_now(world).status
+
+    return allowed
+
+
+def appended(kind: str):
+    def check(h: Handoff, world: World) -> bool:
+        return Event.objects.filter(session_id=h.session_id, kind=kind).exists()
+
+    return check
+
+
+def status_is(status: str, answer: str | None = None):
+    def check(h: Handoff, world: World) -> bool:
+        return h.status == status and (answer is None or h.answer["type"] == answer)
+
+    return check
 
 
 MATRIX: dict[str, Row] = {
@@ -199,6 +279,90 @@ MATRIX: dict[str, Row] = {
     "dashboard:session_resume": Row("post", "operator", moved_to("resumed"), prepare=paused),
     "dashboard:session_close": Row("post", "operator", moved_to("closed")),
     "dashboard:session_fork": Row("post", "operator", forked, data={"at_seq": 3}),
+    # Handoffs: the queue and the workspace are reads; claiming is an operator's, every
+    # other action the lease holder's (an operator), reassigning an admin's.
+    "dashboard:handoff_queue": Row("get", "viewer", page),
+    "dashboard:handoff_detail": Row("get", "viewer", page),
+    "dashboard:handoff_messages": Row("get", "viewer", page, data={"before_seq": 4}, headers=HTMX),
+    "dashboard:handoff_claim": Row(
+        "post", "operator", handoff_became(lambda h, w: h.status == "claimed" and h.lease_holder_id)
+    ),
+    "dashboard:handoff_release": Row(
+        "post", "operator", handoff_became(status_is("open")), prepare_holder=claimed
+    ),
+    "dashboard:handoff_renew": Row(
+        "post", "operator", handoff_became(status_is("claimed")), prepare_holder=claimed
+    ),
+    "dashboard:handoff_reassign": Row(
+        "post",
+        "admin",
+        handoff_became(lambda h, w: h.lease_holder_id == w.team.operator.pk),
+        data=lambda w: {"to_user": w.team.operator.pk},
+        prepare_holder=claimed,
+    ),
+    "dashboard:handoff_respond": Row(
+        "post",
+        "operator",
+        handoff_became(status_is("answered", "respond")),
+        data={"text": "yes, go"},
+        prepare_holder=claimed,
+    ),
+    "dashboard:handoff_accept": Row(
+        "post", "operator", handoff_became(status_is("answered", "accept")), prepare_holder=claimed
+    ),
+    "dashboard:handoff_reject": Row(
+        "post", "operator", handoff_became(status_is("answered", "reject")), prepare_holder=claimed
+    ),
+    "dashboard:handoff_edit": Row(
+        "post",
+        "operator",
+        handoff_became(status_is("answered", "edit")),
+        data={"args": '{"order": "A-1", "amount": "5.00"}', "confirm": "on"},
+        prepare_holder=claimed,
+    ),
+    "dashboard:handoff_budget": Row(
+        "post",
+        "operator",
+        handoff_became(status_is("answered", "budget")),
+        data={"max_tokens": "5000"},
+        prepare_holder=budget_claimed,
+    ),
+    "dashboard:handoff_state": Row(
+        "post",
+        "operator",
+        handoff_became(appended("state")),
+        data={"patch": '{"stage": "by hand"}', "confirm": "on"},
+        prepare_holder=claimed,
+    ),
+    "dashboard:handoff_facts": Row(
+        "post",
+        "operator",
+        handoff_became(
+            lambda h, w: Event.objects.filter(
+                session_id=h.session_id, kind="fact", content__key="checked"
+            ).exists()
+        ),
+        data={"key": "checked", "value": "true"},
+        prepare_holder=claimed,
+    ),
+    "dashboard:handoff_take_over": Row(
+        "post", "operator", handoff_became(status_is("taken_over")), prepare_holder=claimed
+    ),
+    "dashboard:handoff_message": Row(
+        "post",
+        "operator",
+        handoff_became(
+            lambda h, w: Event.objects.filter(session_id=h.session_id, role="human").exists()
+        ),
+        data={"text": "a person here"},
+        prepare_holder=taken_over,
+    ),
+    "dashboard:handoff_hand_back": Row(
+        "post", "operator", handoff_became(status_is("handed_back")), prepare_holder=claimed
+    ),
+    "dashboard:handoff_close": Row(
+        "post", "operator", handoff_became(status_is("closed")), prepare_holder=claimed
+    ),
     "tasks:list": Row("get", "viewer", page),
     "tasks:detail": Row("get", "viewer", page),
 }
@@ -221,8 +385,13 @@ def test_the_matrix(team, session, name, persona):
     assert name in MATRIX, f"{name} has no row in MATRIX: decide who may use it"
     row = MATRIX[name]
     world = World(team=team, session=session, task=make_task(team.project))
+    if "handoff_id" in URLS[name] or name == "dashboard:handoff_queue":
+        world.handoff = open_handoff(make_session(team.project, title="asks for a person"))
     if row.prepare:
         row.prepare(world)
+    if row.prepare_holder:
+        acting = persona if persona in ("operator", "admin") else "operator"
+        row.prepare_holder(world, getattr(team, acting))
     url = reverse(name, kwargs=world.kwargs(name))
     data = row.data(world) if callable(row.data) else row.data
     before = snapshot()

@@ -316,7 +316,8 @@ def test_it_refreshes_the_overview_on_lifecycle_changes(team, session):
         frame = await ws.receive_from(timeout=TIMEOUT)
         assert 'id="status-counts"' in frame and 'id="waiting"' in frame
         assert 'id="recent-changes"' in frame and "Live one" in frame
-        assert frame.count('hx-swap-oob="true"') == 3
+        assert 'id="handoffs-waiting"' in frame
+        assert frame.count('hx-swap-oob="true"') == 4
         await ws.disconnect()
 
     run(scenario)

@@ -154,7 +154,8 @@ def test_it_pauses_an_over_budget_session_in_the_same_transaction(
     )
     assert over.status_code == 201 and over.json()["status"] == "paused"
     assert statements[:2] == ["one-declined", "tx"]
-    assert [r[1] for r in _rows(session)] == ["message", "lifecycle"]
+    # ... and opened its `budget` handoff (handoffs_app) in that transaction too.
+    assert [r[1] for r in _rows(session)] == ["message", "lifecycle", "handoff"]
     assert AuditEntry.objects.filter(target_id=str(session.pk), action="session.paused").exists()
 
 

@@ -490,7 +490,7 @@ def _assert_invariant_1(session: Session, acks: list[Ack]) -> list[tuple]:
 
     seqs are exactly 1..head_seq (no gap, no duplicate); head_seq on the session row is the
     max seq; every acknowledged event is there once, at the seq it was given, with its own
-    content; the only rows nobody was acknowledged are system (lifecycle) events; the usage
+    content; the only rows nobody was acknowledged are system (lifecycle, handoff) events; the usage
     counters are the sums of what was acknowledged. Returns the rows (seq, kind, content, actor).
     """
     events_table = connection.ops.quote_name(Event._meta.db_table)
@@ -528,8 +528,9 @@ def _assert_invariant_1(session: Session, acks: list[Ack]) -> list[tuple]:
         _, _, content, row_tokens, row_cost, _ = by_seq[seq]
         assert (content.get("m"), row_tokens, row_cost) == (marker, tokens, Decimal(cost)), seq
     unacknowledged = [row for row in rows if row[0] not in acked_seqs]
-    assert all(row[1] == "lifecycle" for row in unacknowledged), [
-        row[:3] for row in unacknowledged if row[1] != "lifecycle"
+    system_kinds = ("lifecycle", "handoff")
+    assert all(row[1] in system_kinds for row in unacknowledged), [
+        row[:3] for row in unacknowledged if row[1] not in system_kinds
     ][:5]
     assert len(rows) == len(acks) + len(unacknowledged)
 
@@ -615,6 +616,10 @@ def test_a_budget_running_out_mid_race_pauses_the_session_exactly_once(
         batch for result in results for batch in result["acks"] if batch[-1][0] == pause_seq - 1
     ]
     assert _tokens_upto(acks, crossing[0][0] - 1) <= budget < _tokens_upto(acks, pause_seq)
+    # The pause opened one `budget` handoff (handoffs_app), recorded in the same transaction.
+    (opened,) = [row for row in rows if row[1] == "handoff"]
+    assert opened[0] == pause_seq + 1
+    assert (opened[2]["kind"], opened[2]["step"]) == ("budget", "requested")
     # Paused sessions still take events (WRITABLE_STATUSES): the appends after the pause were
     # acknowledged as paused, each process saw open until it saw paused, and nothing paused
     # (or wrote a lifecycle event) a second time.

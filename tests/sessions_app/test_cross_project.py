@@ -30,6 +30,11 @@ REQUESTS: list[tuple[str, str, dict | None]] = [
     ("GET", "/sessions/{session_id}/tasks", None),
     ("POST", "/sessions/{session_id}/pause", {"reason": "outsider"}),
     ("POST", "/sessions/{session_id}/resume", {"reason": "outsider"}),
+    (
+        "POST",
+        "/sessions/{session_id}/handoffs",
+        {"kind": "question", "payload": {"question": "outsider?"}},
+    ),
     ("POST", "/sessions/{session_id}/close", {"reason": "outsider"}),
 ]
 

@@ -168,7 +168,9 @@ def test_it_pauses_a_session_whose_token_budget_is_exceeded(api, project):
     assert over.status_code == 201
     assert over.json()["status"] == "paused"
     session.refresh_from_db()
-    assert (session.status, session.tokens_used, session.head_seq) == ("paused", 101, 3)
+    # seq 4 is the record of the `budget` handoff the overrun opened (handoffs_app).
+    assert (session.status, session.tokens_used, session.head_seq) == ("paused", 101, 4)
+    assert Event.objects.get(session=session, seq=4).kind == "handoff"
     event = Event.objects.get(session=session, seq=3)
     assert event.kind == "lifecycle" and event.actor == "budget"
     assert (event.content["from"], event.content["to"]) == ("open", "paused")
@@ -202,6 +204,7 @@ def test_it_pauses_a_resumed_session_whose_cost_budget_is_exceeded(api, project)
     assert response.json()["status"] == "paused"
     session.refresh_from_db()
     assert session.status == "paused" and session.cost_used == Decimal("1.2")
-    last = Event.objects.filter(session=session).latest("seq")
-    assert last.kind == "lifecycle" and last.content["from"] == "resumed"
+    # The latest lifecycle event (a `handoff` record of the budget handoff follows it).
+    last = Event.objects.filter(session=session, kind="lifecycle").latest("seq")
+    assert last.content["from"] == "resumed"
     assert "budget exceeded: cost" in last.content["reason"]

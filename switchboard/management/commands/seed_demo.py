@@ -4,16 +4,21 @@ Idempotent: a second run finds the demo project and leaves it as it is.
 """
 
 import random
+from datetime import timedelta
 from decimal import Decimal
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
+from django.utils import timezone
 
 from core.actors import Actor
 from core.models import Project, Role
 from core.services.projects import add_member, create_project
+from handoffs_app.models import ACTIVE_STATUSES, Handoff, HandoffKind
+from handoffs_app.services.handoffs import claim_handoff, request_handoff
+from handoffs_app.services.jobs import enforce_sla_batch
 from sessions_app.models import SessionStatus
 from sessions_app.services.events import EventDraft, append_events
 from sessions_app.services.lifecycle import transition_session
@@ -58,6 +63,7 @@ class Command(BaseCommand):
         if created:
             build_demo(project, random.Random(seed), long_log=long_log)
             build_demo_tasks(project)
+            build_demo_handoffs(project, random.Random(seed))
             self.stdout.write(self.style.SUCCESS(f"Demo project {DEMO_PROJECT!r} created."))
         else:
             self.stdout.write(f"Demo project {DEMO_PROJECT!r} already there; left as it is.")
@@ -228,3 +234,118 @@ def write_conversation(
     if batch:
         append_events(session, batch, actor=actor)
         session.refresh_from_db()
+
+
+DEMO_APPROVAL = {
+    "action_request": {
+        "action": "issue_refund",
+        "args": {"order": "4411", "amount": "649.00", "currency": "USD", "reason": "late"},
+    },
+    "config": {
+        "allow_accept": True,
+        "allow_edit": True,
+        "allow_respond": True,
+        "allow_ignore": True,
+    },
+    "description": "Refunds over $500 need a person's approval.",
+}
+
+
+def build_demo_handoffs(project: Project, rng: random.Random) -> None:
+    """Handoffs waiting of every kind: an approval, a question with choices, a take-over, a
+    budget (the overrun of "Budget exceeded" opens it, else one is opened here), one overdue
+    and one claimed by the demo operator. Through the services, as agents and people do."""
+    system = Actor.system("seed_demo")
+    asks = [
+        # (agent, title, kind, reason, payload, priority, due_in)
+        (
+            "billing-assistant",
+            "Refund over $500",
+            HandoffKind.APPROVAL,
+            "Approve a $649 refund for a late order?",
+            DEMO_APPROVAL,
+            "high",
+            None,
+        ),
+        (
+            "support-triage",
+            "Shipping address change",
+            HandoffKind.QUESTION,
+            "Which address should the replacement go to?",
+            {
+                "question": "Ship the replacement to the old or the new address?",
+                "choices": ["old address", "new address", "ask the customer"],
+            },
+            "normal",
+            None,
+        ),
+        (
+            "support-triage",
+            "Angry customer on chat",
+            HandoffKind.TAKEOVER,
+            "The customer asked for a human twice.",
+            {"channel": "chat"},
+            "urgent",
+            None,
+        ),
+        (
+            "research-writer",
+            "Quarterly report sources",
+            HandoffKind.QUESTION,
+            "May I cite the leaked memo?",
+            {"question": "The best source is an unpublished memo. May I cite it?"},
+            "low",
+            1,
+        ),
+        (
+            "code-reviewer",
+            "PR #990 force-push",
+            HandoffKind.APPROVAL,
+            "Force-push to main to undo a bad merge?",
+            {
+                **DEMO_APPROVAL,
+                "action_request": {"action": "git_push", "args": {"branch": "main", "force": True}},
+                "description": "Undo a bad merge.",
+            },
+            "normal",
+            None,
+        ),
+    ]
+    created = []
+    for index, (agent, title, kind, reason, payload, priority, due_in) in enumerate(asks):
+        session, _ = open_session(
+            project,
+            agent_name=agent,
+            actor=system,
+            external_id=f"demo-handoff-{index}",
+            title=title,
+            metadata={"demo": True},
+        )
+        write_conversation(session, rng, 9, actor=Actor.system(agent), topic=title.lower())
+        created.append(
+            request_handoff(
+                session,
+                kind=kind,
+                reason=reason,
+                payload=payload,
+                priority=priority,
+                due_in=due_in,
+                actor=Actor.system(agent),
+            ).handoff
+        )
+    if not Handoff.objects.filter(
+        project=project, kind=HandoffKind.BUDGET, status__in=ACTIVE_STATUSES
+    ).exists():
+        session, _ = open_session(
+            project,
+            agent_name="billing-assistant",
+            actor=system,
+            title="Budget top-up",
+            budget_max_tokens=1_000,
+        )
+        # Past its budget: the store pauses it and opens the budget handoff.
+        write_conversation(session, rng, 14, actor=system, topic="ledger", tokens_per_message=500)
+    # The one due in a second is overdue a moment later (the SLA job marks it).
+    enforce_sla_batch(now=timezone.now() + timedelta(seconds=5))
+    operator = get_user_model().objects.get(username="operator")
+    claim_handoff(created[-1], user=operator)

@@ -1,8 +1,15 @@
 """Live agents for the demo: they talk to the public HTTP API (never the ORM), so a newcomer
-watching the dashboard sees events stream in, tasks advance and sessions pause for a human."""
+watching the dashboard sees events stream in, tasks advance and sessions pause for a human.
+
+Now and then an agent asks a person to approve a refund (`POST /sessions/{id}/handoffs`) and
+waits for the answer by long-poll (`GET /handoffs/{id}?wait=30`, in a thread of its own, so
+the other agents keep going): approved (as proposed or edited) it carries the action out with
+the arguments it was given; rejected, closed or expired, it stops.
+"""
 
 import json
 import random
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -22,7 +29,7 @@ class AgentApi:
         self.base_url = base_url.rstrip("/") + "/api/v1"
         self.key = key
 
-    def call(self, method: str, path: str, body: Any = None) -> Any:
+    def call(self, method: str, path: str, body: Any = None, *, timeout: float = 10) -> Any:
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(
             self.base_url + path,
@@ -31,7 +38,7 @@ class AgentApi:
             headers={"Authorization": f"Bearer {self.key}", "Content-Type": "application/json"},
         )
         try:
-            with urllib.request.urlopen(request, timeout=10) as response:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
                 return json.loads(response.read() or b"null")
         except urllib.error.HTTPError as error:
             return json.loads(error.read() or b"null")
@@ -121,6 +128,9 @@ class Simulator:
                 )
                 current["task_id"] = task.get("id")
         sid = current["id"]
+        if current.get("handoff"):
+            self.follow_handoff(agent, current)
+            return
         current["turn"] += 1
         turn = current["turn"]
         if current["status"] == "paused":
@@ -147,7 +157,9 @@ class Simulator:
         if current.get("task_id"):
             self.advance_task(current["task_id"], turn)
         roll = self.rng.random()
-        if turn > 6 and roll < 0.15:
+        if turn > 3 and roll < 0.12:
+            self.ask_for_approval(agent, current, turn)
+        elif turn > 6 and roll < 0.2:
             result = self.api.call(
                 "POST", f"/sessions/{sid}/pause", {"reason": "Needs a human: unclear refund policy"}
             )
@@ -155,6 +167,113 @@ class Simulator:
         elif turn > 12 and roll > 0.9:
             result = self.api.call("POST", f"/sessions/{sid}/close", {"reason": "done"})
             current["status"] = result.get("status", "closed")
+
+    # --- Asking a person, and waiting for the answer ------------------------------------------
+
+    def ask_for_approval(self, agent: str, current: dict[str, Any], turn: int) -> None:
+        amount = f"{self.rng.randint(501, 1500)}.00"
+        asked = self.api.call(
+            "POST",
+            f"/sessions/{current['id']}/handoffs",
+            {
+                "kind": "approval",
+                "reason": f"Refund ${amount}? Over the $500 I may approve alone.",
+                "priority": self.rng.choice(["normal", "normal", "high"]),
+                "idempotency_key": f"approval-{current['id']}-{turn}",
+                "payload": {
+                    "action_request": {
+                        "action": "issue_refund",
+                        "args": {"order": f"{4000 + turn}", "amount": amount, "currency": "USD"},
+                    },
+                    "config": {
+                        "allow_accept": True,
+                        "allow_edit": True,
+                        "allow_respond": True,
+                        "allow_ignore": True,
+                    },
+                    "description": "The customer's parcel arrived two weeks late.",
+                },
+            },
+        )
+        if "id" not in asked:
+            self.log(f"{agent}: could not ask for approval: {asked}")
+            return
+        current["handoff"] = {"id": asked["id"], "outcome": None}
+        current["status"] = "paused"
+        self.log(f"{agent}: asked for approval of a ${amount} refund ({asked['id']}); waiting")
+        waiter = threading.Thread(
+            target=self._long_poll, args=(current["handoff"],), daemon=True, name=f"wait-{agent}"
+        )
+        waiter.start()
+
+    def _long_poll(self, waiting: dict[str, Any]) -> None:
+        """Long-poll until the handoff has an outcome (each poll holds no server thread)."""
+        while True:
+            try:
+                body = self.api.call("GET", f"/handoffs/{waiting['id']}?wait=30", timeout=40)
+            except OSError:
+                time.sleep(2)
+                continue
+            if isinstance(body, dict) and body.get("status") not in (None, "open", "claimed"):
+                waiting["outcome"] = body
+                return
+
+    def follow_handoff(self, agent: str, current: dict[str, Any]) -> None:
+        outcome = current["handoff"]["outcome"]
+        if outcome is None:
+            return  # still waiting for a person
+        current.pop("handoff")
+        sid = current["id"]
+        answer = outcome.get("answer") or {}
+        kind = answer.get("type")
+        if kind in ("accept", "edit"):
+            args = answer.get("args") or {}
+            edited = " (edited by a person)" if kind == "edit" else ""
+            self.api.call(
+                "POST",
+                f"/sessions/{sid}/events",
+                {
+                    "events": [
+                        {
+                            "kind": "tool_call",
+                            "content": {"name": answer.get("action"), "arguments": args},
+                        },
+                        {
+                            "kind": "message",
+                            "role": "assistant",
+                            "content": {"text": f"Refund of ${args.get('amount')} issued{edited}."},
+                        },
+                    ]
+                },
+            )
+            current["status"] = "open"
+            self.log(f"{agent}: approved by {answer.get('by')}{edited}; refund issued")
+            return
+        if kind == "respond":
+            self.api.call(
+                "POST",
+                f"/sessions/{sid}/events",
+                {
+                    "events": [
+                        {
+                            "kind": "message",
+                            "role": "assistant",
+                            "content": {"text": f"Noted: {answer.get('text')}"},
+                        }
+                    ]
+                },
+            )
+            current["status"] = "open"
+            self.log(f"{agent}: a person answered in words; continuing")
+            return
+        # Rejected, taken over, closed, cancelled or expired: this agent stops here.
+        reason = {
+            "reject": f"refund rejected by {answer.get('by')}",
+        }.get(str(kind), f"handoff {outcome.get('status')}")
+        if outcome.get("status") not in ("closed", "taken_over"):
+            self.api.call("POST", f"/sessions/{sid}/close", {"reason": reason})
+        current["status"] = "closed"
+        self.log(f"{agent}: stopped ({reason})")
 
     # The research pipeline, one step of progress every couple of turns: a step runs, sometimes
     # fails once and is retried, then succeeds with structured outputs; the task moves on.

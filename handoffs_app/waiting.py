@@ -1,0 +1,110 @@
+"""The agent's long-poll: wait for a handoff to change without a thread or a connection.
+
+`wait_for_resolution` joins the handoff's channel-layer group (`handoff-<uuid>`, which every
+outboxed handoff step is sent to after its commit, core.domain_events) on a fresh channel and
+awaits a message there; the row is read (through `read`, which gives its connection back) only
+before and after a wake-up. While waiting, the coroutine holds neither a database connection nor
+a thread: a few hundred waiting agents cost a few hundred idle coroutines and one group entry
+each in Redis.
+
+A message can be lost (Redis restarted, the relay job sends it later), so a waiter re-reads the
+row every RECHECK_SECONDS anyway; with the in-memory layer (no Redis: other processes cannot
+reach this one) or a layer that fails, it polls every POLL_SECONDS instead.
+"""
+
+import asyncio
+import logging
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from channels.layers import BaseChannelLayer, InMemoryChannelLayer, get_channel_layer
+
+from core.outage import OutageLog
+
+from .domain_events import handoff_group
+
+logger = logging.getLogger(__name__)
+_outage = OutageLog(logger, "channel layer (handoff long-poll; polling instead)")
+
+RECHECK_SECONDS = 10.0
+POLL_SECONDS = 1.0
+# Joins and leaves in flight at once per event loop: each takes a connection from the layer's
+# Redis pool (100 at most), which a burst of a few hundred long-polls would otherwise exhaust.
+LAYER_CONCURRENCY = 16
+_gates: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore]" = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _gate() -> asyncio.Semaphore:
+    loop = asyncio.get_running_loop()
+    gate = _gates.get(loop)
+    if gate is None:
+        gate = _gates[loop] = asyncio.Semaphore(LAYER_CONCURRENCY)
+    return gate
+
+
+async def _join(group: str) -> tuple[BaseChannelLayer, str] | None:
+    layer = get_channel_layer()
+    if layer is None or isinstance(layer, InMemoryChannelLayer):
+        return None
+    try:
+        channel = await layer.new_channel("handoff-wait.")
+        async with _gate():
+            await layer.group_add(group, channel)
+    except Exception as exc:
+        _outage.failed(exc)
+        return None
+    _outage.succeeded()
+    return layer, channel
+
+
+async def _leave(joined: tuple[BaseChannelLayer, str] | None, group: str) -> None:
+    if joined is None:
+        return
+    layer, channel = joined
+    try:
+        async with _gate():
+            await layer.group_discard(group, channel)
+    except Exception as exc:
+        _outage.failed(exc)
+
+
+async def wait_for_resolution(
+    handoff_id: object,
+    *,
+    timeout: float,
+    read: Callable[[], Awaitable[tuple[dict[str, Any], bool]]],
+) -> dict[str, Any]:
+    """Wait up to `timeout` seconds for `read()` to report the handoff resolved; return its
+    last reading. `read` returns (body, resolved) and must not keep a connection."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    group = handoff_group(handoff_id)
+    joined = await _join(group)
+    try:
+        # Read after joining: a change committed before the join is seen here, one after it
+        # wakes the receive below. Nothing falls between the two.
+        body, resolved = await read()
+        while not resolved:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            if joined is not None:
+                layer, channel = joined
+                try:
+                    await asyncio.wait_for(
+                        layer.receive(channel), timeout=min(remaining, RECHECK_SECONDS)
+                    )
+                except TimeoutError:
+                    pass
+                except Exception as exc:
+                    _outage.failed(exc)
+                    joined = None
+            else:
+                await asyncio.sleep(min(remaining, POLL_SECONDS))
+            body, resolved = await read()
+        return body
+    finally:
+        await _leave(joined, group)

@@ -1,0 +1,167 @@
+"""Live handoff pages: the queue (group `project-<id>-handoffs`) and one handoff's workspace
+(groups `handoff-<uuid>` and its session's). Read-only, like switchboard.consumers: every push
+re-reads through the same access helpers and context builders as the views.
+
+The queue re-renders the page's rows (its filters and cursor: one keyset query of at most 50
+rows) and the counts once per flush, however many steps arrived meanwhile: a new request
+appears, a claim shows its holder, an answered one changes status, a resolved one leaves.
+The workspace re-renders its header, the actions for this user (a claim by someone else
+disables them), the request, the conversation, the records and the state and facts panels.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.http import QueryDict
+from django.template.loader import render_to_string
+
+from core.access import require_role
+from core.errors import DomainError
+from core.live import (
+    CLOSE_NOT_FOUND,
+    CLOSE_UNAUTHENTICATED,
+    AccessLost,
+    LiveConsumer,
+    LiveListConsumer,
+)
+from core.realtime import session_group
+from handoffs_app.access import get_handoff_for_user
+from handoffs_app.domain_events import handoff_group
+from switchboard.handoff_context import queue_context
+from switchboard.handoff_forms import QueueFilterForm
+from switchboard.handoff_views import QUEUE_PAGE, NavCounts, workspace_frame
+
+WORKSPACE_PARTS = [
+    "handoff-header",
+    "handoff-actions",
+    "handoff-request",
+    "conversation",
+    "records",
+    "state-panel",
+    "facts-panel",
+]
+# A session event (an append while the handoff is open) changes only these.
+SESSION_PARTS = ["conversation", "state-panel", "facts-panel"]
+
+
+@dataclass
+class QueueStream:
+    user: Any
+    project_id: int
+    form: QueueFilterForm
+    changed: set[str] = field(default_factory=set)
+
+    @classmethod
+    def open(cls, user: Any, project_id: int, query: str) -> "QueueStream":
+        require_role(user, project_id)
+        form = QueueFilterForm(QueryDict(query))
+        if not form.is_valid():
+            raise ValueError("invalid filters")
+        return cls(user=user, project_id=project_id, form=form)
+
+    def note(self, kind: str, handoff_id: str) -> bool:
+        self.changed.add(handoff_id)
+        return True
+
+    def take(self) -> tuple[set[str], set[str]]:
+        taken, self.changed = self.changed, set()
+        return taken, set()
+
+    def flush(self, changed: set[str], created: set[str]) -> str:
+        try:
+            membership = require_role(self.user, self.project_id)
+        except DomainError:
+            raise AccessLost from None
+        context = queue_context(
+            self.project_id,
+            self.form.to_filters(),
+            user=self.user,
+            cursor=self.form.cleaned_data.get("cursor") or None,
+        )
+        counts = context["counts"]
+        context.update(
+            {
+                "project": membership.project,
+                "oob": True,
+                "is_first_page": not self.form.cleaned_data.get("cursor"),
+                "is_filtered": self.form.is_filtered,
+                "handoff_nav": NavCounts(open=counts.open, overdue=counts.overdue),
+            }
+        )
+        return "".join(
+            [
+                render_to_string(f"{QUEUE_PAGE}#queue-rows", context),
+                render_to_string(f"{QUEUE_PAGE}#queue-counts", context),
+                render_to_string("_base.html#nav-handoff-count", context),
+            ]
+        )
+
+
+class HandoffQueueConsumer(LiveListConsumer):
+    """ws/projects/<id>/handoffs/?<the queue's filters and cursor>"""
+
+    listing = "handoffs"
+    id_field = "handoff_id"
+    flush_seconds = 0.3
+
+    def open_stream(self, user: Any, project_id: int, query: str) -> Any:
+        return QueueStream.open(user, project_id, query)
+
+    async def other_event(self, message: dict[str, Any]) -> None:
+        if str(message.get("type", "")).startswith("handoff."):
+            await self.changed(message)
+
+
+@dataclass
+class WorkspaceStream:
+    user: Any
+    handoff_id: str
+    session_id: str
+
+    @classmethod
+    def open(cls, user: Any, handoff_id: str) -> "WorkspaceStream":
+        handoff, _ = get_handoff_for_user(user, handoff_id)
+        return cls(user=user, handoff_id=str(handoff.pk), session_id=str(handoff.session_id))
+
+    def frame(self, parts: list[str]) -> str:
+        try:
+            handoff, membership = get_handoff_for_user(self.user, self.handoff_id)
+        except DomainError:
+            raise AccessLost from None
+        return workspace_frame(handoff, membership, self.user, parts)
+
+
+class HandoffConsumer(LiveConsumer):
+    """ws/handoffs/<uuid>/"""
+
+    async def connect(self) -> None:
+        user = self.user()
+        if user is None:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        handoff_id = str(self.scope["url_route"]["kwargs"]["handoff_id"])
+        try:
+            self.stream = await database_sync_to_async(WorkspaceStream.open)(user, handoff_id)
+        except DomainError:
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        await self.join(
+            [handoff_group(self.stream.handoff_id), session_group(self.stream.session_id)]
+        )
+        await self.accept()
+        # Whatever changed between the page's render and this connection.
+        await self.send_frame(await self.run(self.stream.frame, WORKSPACE_PARTS))
+
+    async def other_event(self, message: dict[str, Any]) -> None:
+        kind = str(message.get("type", ""))
+        if kind.startswith("handoff.") and message.get("handoff_id") == self.stream.handoff_id:
+            await self.send_frame(await self.run(self.stream.frame, WORKSPACE_PARTS))
+
+    async def session_events(self, event: dict[str, Any]) -> None:
+        if event.get("session_id") == self.stream.session_id:
+            await self.send_frame(await self.run(self.stream.frame, SESSION_PARTS))
+
+    async def session_lifecycle(self, event: dict[str, Any]) -> None:
+        if event.get("session_id") == self.stream.session_id:
+            await self.send_frame(await self.run(self.stream.frame, ["handoff-header"]))
