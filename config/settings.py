@@ -213,6 +213,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "tasks_app.expire_step_deadlines",
         "schedule": env_int("SWITCHBOARD_DEADLINE_CHECK_SECONDS", 30),
     },
+    # Webhook deliveries are kicked on commit; this picks up retries and any missed kick.
+    "core: deliver webhooks": {
+        "task": "core.deliver_webhooks",
+        "schedule": env_int("SWITCHBOARD_WEBHOOK_POLL_SECONDS", 5),
+    },
     # Outbox rows a crash or a Redis outage left unsent reach live pages within this interval.
     "core: relay outbox": {
         "task": "core.relay_outbox",
@@ -332,6 +337,22 @@ SWITCHBOARD_METRICS_TOKEN = env_secret("SWITCHBOARD_METRICS_TOKEN")
 PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR")
 # /readyz gives PostgreSQL and Redis this long (seconds; PostgreSQL's connect takes 2 at least).
 SWITCHBOARD_READYZ_TIMEOUT = float(env_int("SWITCHBOARD_READYZ_TIMEOUT", 2))
+
+# Webhooks (core/webhooks.py, core/services/webhooks.py). A failed attempt is retried after
+# BACKOFF_MS * 2^(attempt-1), capped at BACKOFF_MAX_MS, of which a random half is jitter; the
+# delivery fails for good after MAX_ATTEMPTS attempts (defaults: 10 s, 20 s, … over ~3.5 h).
+SWITCHBOARD_WEBHOOK_MAX_ATTEMPTS = env_int("SWITCHBOARD_WEBHOOK_MAX_ATTEMPTS", 12)
+SWITCHBOARD_WEBHOOK_BACKOFF_MS = env_int("SWITCHBOARD_WEBHOOK_BACKOFF_MS", 10_000)
+SWITCHBOARD_WEBHOOK_BACKOFF_MAX_MS = env_int("SWITCHBOARD_WEBHOOK_BACKOFF_MAX_MS", 3_600_000)
+# Seconds one POST may take (connect and read); a worker's claim on a delivery outlives it.
+SWITCHBOARD_WEBHOOK_TIMEOUT = float(env_int("SWITCHBOARD_WEBHOOK_TIMEOUT", 5))
+# Off (the default): endpoints on loopback, private, link-local or reserved addresses are
+# refused, when created and again when a delivery resolves the host. On for development/tests.
+SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE_TARGETS = env_bool(
+    "SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE_TARGETS", False
+)
+# The Celery queue the on-commit kick of core.deliver_webhooks goes to.
+SWITCHBOARD_WEBHOOK_QUEUE = env_str("SWITCHBOARD_WEBHOOK_QUEUE", "celery")
 
 NINJA_PAGINATION_MAX_LIMIT = 500
 
