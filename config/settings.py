@@ -205,6 +205,8 @@ CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 600)
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 540)
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# The Celery queue core.deliver_webhooks runs on (its on-commit kicks and its beat entry).
+SWITCHBOARD_WEBHOOK_QUEUE = env_str("SWITCHBOARD_WEBHOOK_QUEUE", "celery")
 # Declared here, in code; django-celery-beat's DatabaseScheduler copies these entries into its
 # PeriodicTask rows when beat starts (admins can still pause one in the admin).
 CELERY_BEAT_SCHEDULE = {
@@ -217,6 +219,7 @@ CELERY_BEAT_SCHEDULE = {
     "core: deliver webhooks": {
         "task": "core.deliver_webhooks",
         "schedule": env_int("SWITCHBOARD_WEBHOOK_POLL_SECONDS", 5),
+        "options": {"queue": SWITCHBOARD_WEBHOOK_QUEUE},
     },
     # Outbox rows a crash or a Redis outage left unsent reach live pages within this interval.
     "core: relay outbox": {
@@ -351,8 +354,6 @@ SWITCHBOARD_WEBHOOK_TIMEOUT = float(env_int("SWITCHBOARD_WEBHOOK_TIMEOUT", 5))
 SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE_TARGETS = env_bool(
     "SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE_TARGETS", False
 )
-# The Celery queue the on-commit kick of core.deliver_webhooks goes to.
-SWITCHBOARD_WEBHOOK_QUEUE = env_str("SWITCHBOARD_WEBHOOK_QUEUE", "celery")
 
 NINJA_PAGINATION_MAX_LIMIT = 500
 
