@@ -378,7 +378,11 @@ LOGGING = {
         }
     },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "INFO"}},
+    "loggers": {
+        "django.db.backends": {"level": "INFO"},
+        # httpx logs every webhook POST at INFO; deliveries and their attempts are in the database.
+        "httpx": {"level": "WARNING"},
+    },
 }
 # A worker replaces the root logger's handlers with its own text ones unless told not to.
 CELERY_WORKER_HIJACK_ROOT_LOGGER = LOG_FORMAT != "json"

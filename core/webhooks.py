@@ -212,6 +212,7 @@ def send(
     delivery_id: str,
     body: bytes,
     allow_private: bool,
+    timeout: float,
 ) -> AttemptResult:
     """POST `body` once, signed now. Never raises for the receiver's failures: a 2xx succeeds;
     a 4xx other than 408/425/429 fails for good (the receiver understood and refused: the same
@@ -233,7 +234,7 @@ def send(
         SIGNATURE_HEADER: signature_header(secret, body),
     }
     try:
-        response = client.post(url, content=body, headers=headers)
+        response = client.post(url, content=body, headers=headers, timeout=timeout)
     except httpx.TimeoutException:
         return AttemptResult(False, True, None, "The receiver did not answer in time.", elapsed())
     except httpx.ConnectError:
