@@ -140,6 +140,7 @@ def recent_deliveries(project: Project, *, limit: int = 50) -> list[WebhookDeliv
     return list(
         WebhookDelivery.objects.filter(project=project)
         .select_related("endpoint")
+        .prefetch_related("attempt_log")
         .order_by("-created_at", "id")[:limit]
     )
 
