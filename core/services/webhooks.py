@@ -292,11 +292,14 @@ def deliver_due(*, limit: int = BATCH) -> BatchSummary:
     if not claimed:
         return BatchSummary(0, 0, 0, 0)
     client = _client()
+
+    def attempt(item: ClaimedDelivery) -> tuple[datetime, AttemptResult]:
+        return timezone.now(), _attempt(client, item)
+
     with ThreadPoolExecutor(max_workers=min(SENDERS, len(claimed))) as pool:
-        started = timezone.now()
-        results = list(pool.map(lambda c: _attempt(client, c), claimed))
+        results = list(pool.map(attempt, claimed))
     counts = {DeliveryStatus.SUCCEEDED: 0, DeliveryStatus.PENDING: 0, DeliveryStatus.FAILED: 0}
-    for item, result in zip(claimed, results, strict=True):
+    for item, (started, result) in zip(claimed, results, strict=True):
         counts[DeliveryStatus(_record(item, result, started_at=started))] += 1
     return BatchSummary(
         len(claimed),

@@ -6,7 +6,8 @@ hand: a new URL without a row in MATRIX fails here until someone decides who may
 Personas (tests/dashboard/conftest.py): anonymous, viewer, operator, admin of the project, and
 an outsider who is an admin of another project only. The rules:
   anonymous → redirect to sign in · outsider → 404 (as if nothing existed) ·
-  viewer → allowed to read, 403 on operator actions · operator and admin → allowed.
+  viewer → allowed to read, 403 on operator actions · operator and admin → allowed ·
+  the webhooks pages → admins only (403 for viewers and operators, reads included).
 """
 
 import itertools
@@ -22,7 +23,8 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from core.actors import Actor
-from core.models import AuditEntry, Membership
+from core.models import AuditEntry, Membership, WebhookDelivery, WebhookEndpoint
+from core.services.webhooks import create_endpoint
 from sessions_app.models import Event, Session, Snapshot
 from sessions_app.services.lifecycle import pause_session
 from tasks_app.models import Step, Task, TaskHistory
@@ -71,6 +73,12 @@ class World:
             "session_id": self.session.pk,
             "task_id": self.task.pk,
         }
+        endpoint = WebhookEndpoint.objects.filter(project=self.team.project).first()
+        delivery = WebhookDelivery.objects.filter(project=self.team.project).first()
+        if endpoint is not None:
+            values["endpoint_id"] = endpoint.pk
+        if delivery is not None:
+            values["delivery_id"] = delivery.pk
         missing = [k for k in URLS[name] if k not in values]
         assert not missing, f"{name}: teach World.kwargs how to fill {missing}"
         return {k: values[k] for k in URLS[name]}
@@ -91,6 +99,8 @@ def snapshot() -> dict[str, Any]:
         "tasks": sorted(Task.objects.values_list("pk", "state", "version", "updated_at")),
         "steps": sorted(Step.objects.values_list("pk", "status", "attempts")),
         "task_history": TaskHistory.objects.count(),
+        "webhooks": sorted(WebhookEndpoint.objects.values_list("pk", "url", "active")),
+        "deliveries": sorted(WebhookDelivery.objects.values_list("pk", "status", "attempts")),
     }
 
 
@@ -172,6 +182,53 @@ def paused(world: World) -> None:
     world.session.refresh_from_db()
 
 
+def with_webhook(world: World) -> None:
+    """An endpoint (nobody listens at its port: a redelivery fails fast) and one delivery."""
+    from tests.servers import free_port
+
+    create_endpoint(
+        world.team.project,
+        url=f"http://127.0.0.1:{free_port()}/hooks",
+        events=["session.paused"],
+        actor=Actor.system("tests"),
+    )
+    paused(world)
+
+
+def webhooks_page(world: World) -> str:
+    return reverse("dashboard:webhooks", args=[world.team.project.pk])
+
+
+def endpoint_created(response, world: World, before: dict[str, Any]) -> None:
+    assert response.status_code == 201, response.status_code
+    endpoint = WebhookEndpoint.objects.get(url="https://hooks.example.com/new")
+    assert endpoint.secret.encode() in response.content
+    assert ("webhook.created", str(endpoint.pk)) in snapshot()["audit"]
+
+
+def endpoint_changed(active: bool | None) -> Callable[..., None]:
+    """Toggled to `active`, or deleted (None); back to the webhooks page."""
+
+    def check(response, world: World, before: dict[str, Any]) -> None:
+        assert response.status_code == 302, response.status_code
+        assert response["Location"] == webhooks_page(world)
+        endpoints = WebhookEndpoint.objects.filter(project=world.team.project)
+        if active is None:
+            assert not endpoints.exists()
+        else:
+            assert [e.active for e in endpoints] == [active]
+
+    return check
+
+
+def redelivered(response, world: World, before: dict[str, Any]) -> None:
+    assert response.status_code == 302, response.status_code
+    assert response["Location"] == webhooks_page(world)
+    delivery = WebhookDelivery.objects.get(project=world.team.project)
+    assert delivery.attempts == 1
+    assert delivery.attempt_log.get().redelivery
+
+
 MATRIX: dict[str, Row] = {
     # Where a signed-in user lands: the (remembered or first) project they are a member of.
     "dashboard:home": Row(
@@ -199,6 +256,19 @@ MATRIX: dict[str, Row] = {
     "dashboard:session_resume": Row("post", "operator", moved_to("resumed"), prepare=paused),
     "dashboard:session_close": Row("post", "operator", moved_to("closed")),
     "dashboard:session_fork": Row("post", "operator", forked, data={"at_seq": 3}),
+    # Webhooks: admins only, to read as well (endpoint URLs and payloads are configuration).
+    "dashboard:webhooks": Row("get", "admin", page, prepare=with_webhook),
+    "dashboard:webhook_create": Row(
+        "post",
+        "admin",
+        endpoint_created,
+        data={"url": "https://hooks.example.com/new", "events": ["session.paused"]},
+    ),
+    "dashboard:webhook_toggle": Row(
+        "post", "admin", endpoint_changed(False), data={"active": "false"}, prepare=with_webhook
+    ),
+    "dashboard:webhook_delete": Row("post", "admin", endpoint_changed(None), prepare=with_webhook),
+    "dashboard:webhook_redeliver": Row("post", "admin", redelivered, prepare=with_webhook),
     "tasks:list": Row("get", "viewer", page),
     "tasks:detail": Row("get", "viewer", page),
 }

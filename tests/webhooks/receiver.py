@@ -83,11 +83,17 @@ def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class _Server(ThreadingHTTPServer):
+    # A listen backlog for many senders at once (socketserver's default is 5: a burst from
+    # several workers would meet refused connections, which the product rightly retries later).
+    request_queue_size = 128
+
+
 @contextmanager
 def receiver(codes: list[int] | None = None, **options: Any) -> Iterator[Receiver]:
     """A Receiver listening on 127.0.0.1 (a free port) for the duration of the block."""
     recv = Receiver(codes, **options)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(recv))
+    server = _Server(("127.0.0.1", 0), _handler(recv))
     server.daemon_threads = True
     recv.url = f"http://127.0.0.1:{server.server_address[1]}/hooks"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
