@@ -349,6 +349,9 @@ SWITCHBOARD_WEBHOOK_BACKOFF_MS = env_int("SWITCHBOARD_WEBHOOK_BACKOFF_MS", 10_00
 SWITCHBOARD_WEBHOOK_BACKOFF_MAX_MS = env_int("SWITCHBOARD_WEBHOOK_BACKOFF_MAX_MS", 3_600_000)
 # Seconds one POST may take (connect and read); a worker's claim on a delivery outlives it.
 SWITCHBOARD_WEBHOOK_TIMEOUT = float(env_int("SWITCHBOARD_WEBHOOK_TIMEOUT", 5))
+# How long a sender's claim on a delivery lasts (at least twice the timeout, plus 5 s): a
+# worker that dies mid-send leaves the delivery to be sent again this long after it started.
+SWITCHBOARD_WEBHOOK_LEASE_SECONDS = env_int("SWITCHBOARD_WEBHOOK_LEASE_SECONDS", 60)
 # Off (the default): endpoints on loopback, private, link-local or reserved addresses are
 # refused, when created and again when a delivery resolves the host. On for development/tests.
 SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE_TARGETS = env_bool(

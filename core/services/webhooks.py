@@ -55,8 +55,10 @@ DELIVERY_KEEP = timedelta(days=30)
 
 
 def _lease() -> timedelta:
-    # Longer than any POST can take (the client's timeout), with room for recording it.
-    return timedelta(seconds=settings.SWITCHBOARD_WEBHOOK_TIMEOUT * 2 + 30)
+    # Longer than any POST can take (the timeout bounds connect and read each), with room for
+    # recording it; a shorter setting would let a second sender start while the first waits.
+    floor = settings.SWITCHBOARD_WEBHOOK_TIMEOUT * 2 + 5
+    return timedelta(seconds=max(settings.SWITCHBOARD_WEBHOOK_LEASE_SECONDS, floor))
 
 
 # --- Endpoints ----------------------------------------------------------------------------

@@ -6,6 +6,7 @@ reaches it over real TCP like any receiver. It de-duplicates by the Switchboard-
 header, as the README tells receivers to.
 """
 
+import contextlib
 import json
 import threading
 import time
@@ -39,13 +40,18 @@ class Receiver:
         self.arrived = threading.Condition(self.lock)
         self.url = ""
 
-    def answer(self, request: Received) -> int:
+    def arrive(self, request: Received) -> None:
+        """Record a request as soon as its body is read (before any scripted delay)."""
         with self.lock:
             self.requests.append(request)
+            self.arrived.notify_all()
+
+    def answer(self, request: Received) -> int:
+        """The scripted status for it; a 2xx marks its delivery id processed (once)."""
+        with self.lock:
             code = self.script.pop(0) if self.script else self.default
             if 200 <= code < 300:
                 self.processed.setdefault(request.headers.get("switchboard-delivery", ""), request)
-            self.arrived.notify_all()
         return code
 
     def wait_for(self, count: int, timeout: float = 30.0) -> list[Received]:
@@ -69,6 +75,7 @@ def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
                 {k.lower(): v for k, v in self.headers.items()},
                 body,
             )
+            receiver.arrive(request)
             if receiver.delay:
                 time.sleep(receiver.delay)
             code = receiver.answer(request)
@@ -79,6 +86,11 @@ def _handler(receiver: Receiver) -> type[BaseHTTPRequestHandler]:
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
+
+        def handle_one_request(self) -> None:
+            # The sender may have given up (a timeout) or died: nothing to answer then.
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                super().handle_one_request()
 
     return Handler
 
