@@ -7,7 +7,7 @@ the transaction of the change. Two kinds:
   the handoff records to come. `publish` writes an OutboxMessage row in the caller's
   transaction, so the notice exists exactly when the change does. After commit the row is
   fanned out to the channel layer (live pages) and marked; the `core.relay_outbox` job re-sends
-  any row a crash or a Redis outage left unsent, and webhook delivery reads the same rows.
+  any row a crash or a Redis outage left unsent.
 * Live-only (`outboxed = False`): high-volume notices (events appended), whose readers can
   always catch up from the log itself. Sent best-effort after commit, so the append's hot path
   gains no write.
@@ -113,7 +113,7 @@ def relay(message_id: int) -> bool:
 # An unsent row younger than this is probably being relayed right after its commit.
 RELAY_GRACE = timedelta(seconds=5)
 RELAY_BATCH = 500
-# Sent rows are kept this long (for webhook delivery and for inspection), then dropped.
+# Sent rows are kept this long (for inspection), then dropped.
 OUTBOX_KEEP = timedelta(days=7)
 
 

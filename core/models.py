@@ -97,8 +97,8 @@ class AuditEntry(models.Model):
 class OutboxMessage(models.Model):
     """A domain event written in the transaction of the change it reports (core.domain_events).
 
-    Fanned out to live pages after commit; webhook delivery reads the same rows. A row is
-    never edited except to mark it sent.
+    Fanned out to live pages after commit (webhooks get their own WebhookDelivery rows, written
+    in the same transaction). A row is never edited except to mark it sent.
     """
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="outbox")
