@@ -111,7 +111,7 @@ def backoff_seconds(
     """Delay after failed attempt number `attempt` (1, 2, …): exponential, capped, with "equal
     jitter" — a random point in the upper half of the step, so the delays keep growing while
     receivers that failed together are not all retried in the same instant."""
-    step = min(max_ms, base_ms * 2 ** max(0, attempt - 1)) / 1000
+    step = min(max_ms, base_ms * (1 << max(0, attempt - 1))) / 1000
     return step / 2 + (rng or random).uniform(0, step / 2)
 
 
