@@ -223,6 +223,8 @@ CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 600)
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 540)
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+# The Celery queue core.deliver_webhooks runs on (its on-commit kicks and its beat entry).
+SWITCHBOARD_WEBHOOK_QUEUE = env_str("SWITCHBOARD_WEBHOOK_QUEUE", "celery")
 # Declared here, in code; django-celery-beat's DatabaseScheduler copies these entries into its
 # PeriodicTask rows when beat starts (admins can still pause one in the admin).
 CELERY_BEAT_SCHEDULE = {
@@ -240,6 +242,12 @@ CELERY_BEAT_SCHEDULE = {
     "handoffs_app: SLA": {
         "task": "handoffs_app.enforce_sla",
         "schedule": env_int("SWITCHBOARD_HANDOFF_SLA_SECONDS", 30),
+    },
+    # Webhook deliveries are kicked on commit; this picks up retries and any missed kick.
+    "core: deliver webhooks": {
+        "task": "core.deliver_webhooks",
+        "schedule": env_int("SWITCHBOARD_WEBHOOK_POLL_SECONDS", 5),
+        "options": {"queue": SWITCHBOARD_WEBHOOK_QUEUE},
     },
     # Outbox rows a crash or a Redis outage left unsent reach live pages within this interval.
     "core: relay outbox": {
@@ -361,6 +369,23 @@ PROMETHEUS_MULTIPROC_DIR = env_str("PROMETHEUS_MULTIPROC_DIR")
 # /readyz gives PostgreSQL and Redis this long (seconds; PostgreSQL's connect takes 2 at least).
 SWITCHBOARD_READYZ_TIMEOUT = float(env_int("SWITCHBOARD_READYZ_TIMEOUT", 2))
 
+# Webhooks (core/webhooks.py, core/services/webhooks.py). A failed attempt is retried after
+# BACKOFF_MS * 2^(attempt-1), capped at BACKOFF_MAX_MS, of which a random half is jitter; the
+# delivery fails for good after MAX_ATTEMPTS attempts (defaults: 10 s, 20 s, … over ~3.5 h).
+SWITCHBOARD_WEBHOOK_MAX_ATTEMPTS = env_int("SWITCHBOARD_WEBHOOK_MAX_ATTEMPTS", 12)
+SWITCHBOARD_WEBHOOK_BACKOFF_MS = env_int("SWITCHBOARD_WEBHOOK_BACKOFF_MS", 10_000)
+SWITCHBOARD_WEBHOOK_BACKOFF_MAX_MS = env_int("SWITCHBOARD_WEBHOOK_BACKOFF_MAX_MS", 3_600_000)
+# Seconds one POST may take (connect and read); a worker's claim on a delivery outlives it.
+SWITCHBOARD_WEBHOOK_TIMEOUT = float(env_int("SWITCHBOARD_WEBHOOK_TIMEOUT", 5))
+# How long a sender's claim on a delivery lasts (at least twice the timeout, plus 5 s): a
+# worker that dies mid-send leaves the delivery to be sent again this long after it started.
+SWITCHBOARD_WEBHOOK_LEASE_SECONDS = env_int("SWITCHBOARD_WEBHOOK_LEASE_SECONDS", 60)
+# Off (the default): endpoints on loopback, private, link-local or reserved addresses are
+# refused, when created and again when a delivery resolves the host. On for development/tests.
+SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE_TARGETS = env_bool(
+    "SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE_TARGETS", False
+)
+
 NINJA_PAGINATION_MAX_LIMIT = 500
 
 # text (default, for people) or json (one object per line, for a log pipeline). Either way each
@@ -384,7 +409,11 @@ LOGGING = {
         }
     },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "INFO"}},
+    "loggers": {
+        "django.db.backends": {"level": "INFO"},
+        # httpx logs every webhook POST at INFO; deliveries and their attempts are in the database.
+        "httpx": {"level": "WARNING"},
+    },
 }
 # A worker replaces the root logger's handlers with its own text ones unless told not to.
 CELERY_WORKER_HIJACK_ROOT_LOGGER = LOG_FORMAT != "json"

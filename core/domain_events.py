@@ -7,10 +7,14 @@ the transaction of the change. Two kinds:
   the handoff records to come. `publish` writes an OutboxMessage row in the caller's
   transaction, so the notice exists exactly when the change does. After commit the row is
   fanned out to the channel layer (live pages) and marked; the `core.relay_outbox` job re-sends
-  any row a crash or a Redis outage left unsent, and webhook delivery reads the same rows.
+  any row a crash or a Redis outage left unsent.
 * Live-only (`outboxed = False`): high-volume notices (events appended), whose readers can
   always catch up from the log itself. Sent best-effort after commit, so the append's hot path
   gains no write.
+
+An outboxed event whose `webhook_event()` names a webhook event (`session.paused`,
+`handoff.created`, …) also gets one pending WebhookDelivery per subscribed endpoint of its
+project, inserted in the same transaction (core.services.webhooks).
 
 Nothing is announced for a write that rolled back: every send waits for `on_commit`.
 """
@@ -27,6 +31,7 @@ from django.utils import timezone
 from . import storage
 from .models import OutboxMessage
 from .realtime import send_to_groups
+from .services.webhooks import enqueue_deliveries
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +52,19 @@ class DomainEvent:
         """The JSON message: the event's fields plus its `type` (channels dispatches on it)."""
         return {"type": self.type, **asdict(self)}
 
+    def webhook_event(self) -> str | None:
+        """The webhook event name this change is delivered as (core.webhooks.EVENTS), or None.
+        Only outboxed events may have one: their deliveries commit with the change."""
+        return None
+
+    def webhook_data(self) -> dict[str, Any]:
+        """The webhook's `data`: the payload without the channel `type` and the internal
+        project id (an endpoint belongs to one project)."""
+        body = self.payload()
+        body.pop("type", None)
+        body.pop("project_id", None)
+        return body
+
 
 def publish(event: DomainEvent) -> None:
     """Announce `event` once the current transaction commits (at once in autocommit).
@@ -60,7 +78,10 @@ def publish(event: DomainEvent) -> None:
     # Robust hooks: the change has committed whatever happens after it. An error here must
     # not reach the caller (who would retry a write that is durable) nor skip the hooks
     # registered after this one; a relay that failed leaves its row to `relay_pending`.
+    webhook = event.webhook_event()
     if not event.outboxed:
+        if webhook is not None:
+            raise RuntimeError(f"{event.type} has a webhook name but is not outboxed")
         # Live-only: not waited for (the request answers before Redis does), sent in order.
         transaction.on_commit(lambda: send_to_groups(groups, payload, wait=False), robust=True)
         return
@@ -69,6 +90,8 @@ def publish(event: DomainEvent) -> None:
     message = OutboxMessage.objects.create(
         project_id=event.project_id, type=event.type, groups=groups, payload=payload
     )
+    if webhook is not None:
+        enqueue_deliveries(event.project_id, webhook, event.webhook_data())
     transaction.on_commit(lambda: relay(message.pk), robust=True)
 
 
@@ -89,7 +112,7 @@ def relay(message_id: int) -> bool:
 # An unsent row younger than this is probably being relayed right after its commit.
 RELAY_GRACE = timedelta(seconds=5)
 RELAY_BATCH = 500
-# Sent rows are kept this long (for webhook delivery and for inspection), then dropped.
+# Sent rows are kept this long (for inspection), then dropped.
 OUTBOX_KEEP = timedelta(days=7)
 
 

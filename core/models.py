@@ -3,6 +3,8 @@
 Every other app's rows belong to exactly one Project; nothing here knows what they are.
 """
 
+import uuid
+
 from django.conf import settings
 from django.db import models
 
@@ -95,8 +97,8 @@ class AuditEntry(models.Model):
 class OutboxMessage(models.Model):
     """A domain event written in the transaction of the change it reports (core.domain_events).
 
-    Fanned out to live pages after commit; webhook delivery reads the same rows. A row is
-    never edited except to mark it sent.
+    Fanned out to live pages after commit (webhooks get their own WebhookDelivery rows, written
+    in the same transaction). A row is never edited except to mark it sent.
     """
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="outbox")
@@ -116,3 +118,106 @@ class OutboxMessage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.type} #{self.pk}"
+
+
+class WebhookEndpoint(models.Model):
+    """A project's URL that receives signed POSTs for the events it subscribes to.
+
+    `secret` is kept as written: the delivery job signs every request with it (HMAC-SHA256),
+    which needs the secret itself, so unlike an API key it cannot be stored hashed. It is shown
+    once when the endpoint is created and never rendered again (lists show `secret_hint`).
+    """
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="webhooks")
+    url = models.URLField(max_length=2000)
+    secret = models.CharField(max_length=100)
+    events = models.JSONField(default=list)  # event names, e.g. ["session.paused"]
+    active = models.BooleanField(default=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [
+            # The fan-out in the change's transaction (core.storage.insert_webhook_deliveries):
+            # a project's active endpoints, usually none, found without reading the table.
+            models.Index(
+                fields=["project"], condition=models.Q(active=True), name="webhook_active"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.url
+
+    @property
+    def secret_hint(self) -> str:
+        return f"{self.secret[:10]}…"
+
+
+class DeliveryStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+
+
+class WebhookDelivery(models.Model):
+    """One event for one endpoint. Its `id` is the delivery id the receiver de-duplicates on:
+    every attempt of it, redeliveries included, carries the same id and the same body."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    endpoint = models.ForeignKey(
+        WebhookEndpoint, on_delete=models.CASCADE, related_name="deliveries"
+    )
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    event = models.CharField(max_length=60)
+    payload = models.JSONField(default=dict)  # the event's `data`
+    status = models.CharField(
+        max_length=16, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING
+    )
+    attempts = models.PositiveIntegerField(default=0)
+    # Due time while pending; while a worker sends it, the end of that worker's lease.
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    # Set while a worker (or a redelivery) is sending it; a crashed sender's lease runs out
+    # and the row is due again (at least once delivery: receivers de-duplicate by id).
+    leased_until = models.DateTimeField(null=True, blank=True)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_response_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    last_error = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            # The delivery job's scan: pending rows that are due, soonest first.
+            models.Index(
+                fields=["next_attempt_at"],
+                condition=models.Q(status="pending"),
+                name="webhook_delivery_due",
+            ),
+            # The dashboard's recent deliveries of a project.
+            models.Index(fields=["project", "-created_at"], name="webhook_delivery_recent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event} → endpoint {self.endpoint_id} ({self.status})"
+
+
+class WebhookAttempt(models.Model):
+    """One HTTP attempt of a delivery, whatever its outcome (the delivery's log)."""
+
+    delivery = models.ForeignKey(
+        WebhookDelivery, on_delete=models.CASCADE, related_name="attempt_log"
+    )
+    number = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    duration_ms = models.PositiveIntegerField()
+    response_code = models.PositiveSmallIntegerField(null=True, blank=True)
+    error = models.CharField(max_length=200, blank=True)
+    succeeded = models.BooleanField()
+    redelivery = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["delivery", "number", "id"]
+
+    def __str__(self) -> str:
+        return f"attempt {self.number} of {self.delivery_id}"

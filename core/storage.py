@@ -10,12 +10,15 @@ instances the ORM would build (bench/ingest.py measures the difference).
 from __future__ import annotations
 
 import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db import connection
 from django.db.models import Field, Model
 
-from .models import ApiKey, OutboxMessage, Project
+from .models import ApiKey, OutboxMessage, Project, WebhookDelivery, WebhookEndpoint
 
 
 def table(model: type[Model]) -> str:
@@ -106,3 +109,106 @@ def applied_migrations(conn: Any) -> set[tuple[str, str]]:
     with conn.cursor() as cursor:
         cursor.execute("SELECT app, name FROM django_migrations")
         return {(str(app), str(name)) for app, name in cursor.fetchall()}
+
+
+# --- Webhooks -------------------------------------------------------------------------------
+
+
+def insert_webhook_deliveries(
+    project_id: int, event: str, data: dict[str, Any], *, now: datetime
+) -> int:
+    """One pending delivery per active endpoint of the project subscribed to `event`, in one
+    INSERT … SELECT inside the caller's transaction (the change's). Returns how many.
+
+    On the lifecycle hot path: with no endpoint it is one probe of the partial index
+    `webhook_active` that finds nothing (bench/webhooks.py measures the cost)."""
+    d, e = WebhookDelivery, WebhookEndpoint
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table(d)} ({column(d, 'id')}, {column(d, 'endpoint')},"
+            f" {column(d, 'project')}, {column(d, 'event')}, {column(d, 'payload')},"
+            f" {column(d, 'status')}, {column(d, 'attempts')}, {column(d, 'next_attempt_at')},"
+            f" {column(d, 'last_error')}, {column(d, 'created_at')})"
+            f" SELECT gen_random_uuid(), e.{column(e, 'id')}, e.{column(e, 'project')},"
+            " %s, %s::jsonb, 'pending', 0, %s, '', %s"
+            f" FROM {table(e)} e"
+            f" WHERE e.{column(e, 'project')} = %s AND e.{column(e, 'active')}"
+            f" AND e.{column(e, 'events')} @> %s::jsonb",
+            [event, json.dumps(data), now, now, project_id, json.dumps([event])],
+        )
+        return int(cursor.rowcount)
+
+
+@dataclass(frozen=True)
+class ClaimedDelivery:
+    """A delivery a sender has leased: what one attempt needs, and the attempt number that
+    fences its result (a sender whose lease ran out and was re-claimed cannot record)."""
+
+    id: uuid.UUID
+    attempt: int
+    event: str
+    payload: dict[str, Any]
+    created_at: datetime
+    url: str
+    secret: str
+    status: str
+
+
+def _claimed(row: tuple[Any, ...]) -> ClaimedDelivery:
+    payload = row[3] if isinstance(row[3], dict) else json.loads(row[3])
+    return ClaimedDelivery(row[0], row[1], row[2], payload, row[4], row[5], row[6], row[7])
+
+
+def _claim_returning() -> str:
+    d, e = WebhookDelivery, WebhookEndpoint
+    return (
+        f" RETURNING d.{column(d, 'id')}, d.{column(d, 'attempts')}, d.{column(d, 'event')},"
+        f" d.{column(d, 'payload')}, d.{column(d, 'created_at')}, e.{column(e, 'url')},"
+        f" e.{column(e, 'secret')}, d.{column(d, 'status')}"
+    )
+
+
+def claim_due_deliveries(
+    *, now: datetime, lease_until: datetime, limit: int
+) -> list[ClaimedDelivery]:
+    """Lease up to `limit` due deliveries of active endpoints, soonest first, and count the
+    attempt. Rows other workers hold are skipped (SKIP LOCKED); the row locks last only for
+    this statement's transaction: the lease (next_attempt_at and leased_until moved to
+    `lease_until`) is what keeps other senders off while this one POSTs."""
+    d, e = WebhookDelivery, WebhookEndpoint
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH due AS (SELECT d.{column(d, 'id')} AS id FROM {table(d)} d"
+            f" JOIN {table(e)} e ON e.{column(e, 'id')} = d.{column(d, 'endpoint')}"
+            f" WHERE d.{column(d, 'status')} = 'pending' AND d.{column(d, 'next_attempt_at')} <= %s"
+            f" AND e.{column(e, 'active')}"
+            f" ORDER BY d.{column(d, 'next_attempt_at')} LIMIT %s FOR UPDATE OF d SKIP LOCKED)"
+            f" UPDATE {table(d)} d SET {column(d, 'attempts')} = d.{column(d, 'attempts')} + 1,"
+            f" {column(d, 'next_attempt_at')} = %s, {column(d, 'leased_until')} = %s"
+            f" FROM due, {table(e)} e"
+            f" WHERE d.{column(d, 'id')} = due.id"
+            f" AND e.{column(e, 'id')} = d.{column(d, 'endpoint')}" + _claim_returning(),
+            [now, limit, lease_until, lease_until],
+        )
+        return [_claimed(row) for row in cursor.fetchall()]
+
+
+def claim_delivery(
+    delivery_id: uuid.UUID, *, now: datetime, lease_until: datetime
+) -> ClaimedDelivery | None:
+    """Lease one delivery, whatever its status, unless a sender holds it now (None then)."""
+    d, e = WebhookDelivery, WebhookEndpoint
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table(d)} d SET {column(d, 'attempts')} = d.{column(d, 'attempts')} + 1,"
+            f" {column(d, 'leased_until')} = %s,"
+            f" {column(d, 'next_attempt_at')} = CASE WHEN d.{column(d, 'status')} = 'pending'"
+            f" THEN %s ELSE d.{column(d, 'next_attempt_at')} END"
+            f" FROM {table(e)} e"
+            f" WHERE d.{column(d, 'id')} = %s AND e.{column(e, 'id')} = d.{column(d, 'endpoint')}"
+            f" AND (d.{column(d, 'leased_until')} IS NULL OR d.{column(d, 'leased_until')} <= %s)"
+            + _claim_returning(),
+            [lease_until, lease_until, delivery_id, now],
+        )
+        row = cursor.fetchone()
+    return None if row is None else _claimed(row)

@@ -33,6 +33,14 @@ class EventsAppended(SessionEvent):
     to_seq: int = 0
 
 
+# Lifecycle moves delivered to webhooks, by the status moved to (core.webhooks.EVENTS).
+LIFECYCLE_WEBHOOKS = {
+    "paused": "session.paused",
+    "resumed": "session.resumed",
+    "closed": "session.closed",
+}
+
+
 @dataclass(frozen=True)
 class LifecycleChanged(SessionEvent):
     """The session moved from one lifecycle status to another."""
@@ -43,6 +51,9 @@ class LifecycleChanged(SessionEvent):
     to_status: str = ""
     reason: str = ""
     actor: str = ""
+
+    def webhook_event(self) -> str | None:
+        return LIFECYCLE_WEBHOOKS.get(self.to_status)
 
     def payload(self) -> dict[str, object]:
         # "from"/"to" on the wire, as the lifecycle event's own content names them.

@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from core.errors import InvalidInput
 from core.models import Project
+from core.webhooks import EVENTS as WEBHOOK_EVENTS
 from sessions_app.models import Agent, EventKind, Session, SessionStatus, Tier
 from sessions_app.queries import DEFAULT_SESSION_SORT, decode_sort_cursor
 from switchboard.queries import SessionListFilters
@@ -221,3 +222,31 @@ class ForkForm(forms.Form):
         if at_seq > self.session.head_seq:
             raise forms.ValidationError(f"Pick a seq from 0 to {self.session.head_seq} (the head).")
         return at_seq
+
+
+class WebhookEndpointForm(forms.Form):
+    """A new webhook endpoint: where to POST and which events (core.services.webhooks checks
+    the URL itself: scheme, host, private targets)."""
+
+    url = forms.CharField(
+        label="URL",
+        max_length=2000,
+        strip=True,
+        widget=forms.TextInput(
+            attrs={"type": "url", "placeholder": "https://example.com/switchboard-hooks"}
+        ),
+    )
+    events = forms.MultipleChoiceField(
+        label="Events",
+        choices=[(name, f"{name} — {what}") for name, what in WEBHOOK_EVENTS.items()],
+        widget=forms.CheckboxSelectMultiple,
+        error_messages={"required": "Choose at least one event."},
+    )
+
+
+class WebhookToggleForm(forms.Form):
+    active = forms.TypedChoiceField(
+        label="Active",
+        choices=[("true", "Enable"), ("false", "Disable")],
+        coerce=lambda value: value == "true",
+    )

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import handoff_views, views
+from . import handoff_views, views, webhook_views
 
 app_name = "dashboard"
 
@@ -10,6 +10,24 @@ urlpatterns = [
     # Project-scoped pages (viewer and up).
     path("p/<int:project_id>/", views.overview, name="overview"),
     path("p/<int:project_id>/sessions/", views.session_list, name="session_list"),
+    # Webhook endpoints and deliveries (admin only).
+    path("p/<int:project_id>/webhooks/", webhook_views.webhooks, name="webhooks"),
+    path("p/<int:project_id>/webhooks/new/", webhook_views.webhook_create, name="webhook_create"),
+    path(
+        "p/<int:project_id>/webhooks/<int:endpoint_id>/active/",
+        webhook_views.webhook_toggle,
+        name="webhook_toggle",
+    ),
+    path(
+        "p/<int:project_id>/webhooks/<int:endpoint_id>/delete/",
+        webhook_views.webhook_delete,
+        name="webhook_delete",
+    ),
+    path(
+        "p/<int:project_id>/webhooks/deliveries/<uuid:delivery_id>/redeliver/",
+        webhook_views.webhook_redeliver,
+        name="webhook_redeliver",
+    ),
     # One session (viewer and up to read and export; operator and up to act).
     path("sessions/<uuid:session_id>/", views.session_detail, name="session_detail"),
     path("sessions/<uuid:session_id>/events/", views.session_events, name="session_events"),

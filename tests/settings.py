@@ -33,3 +33,6 @@ if CHANNEL_LAYERS["default"]["BACKEND"] == "channels_redis.core.RedisChannelLaye
 
 # WhiteNoise warns on every request when STATIC_ROOT is missing (tests never collectstatic).
 STATIC_ROOT.mkdir(exist_ok=True)  # noqa: F405
+
+# The webhook tests' receivers listen on the loopback, which production refuses by default.
+SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE_TARGETS = True

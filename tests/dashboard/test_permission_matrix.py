@@ -6,7 +6,8 @@ hand: a new URL without a row in MATRIX fails here until someone decides who may
 Personas (tests/dashboard/conftest.py): anonymous, viewer, operator, admin of the project, and
 an outsider who is an admin of another project only. The rules:
   anonymous → redirect to sign in · outsider → 404 (as if nothing existed) ·
-  viewer → allowed to read, 403 on operator actions · operator and admin → allowed.
+  viewer → allowed to read, 403 on operator actions · operator and admin → allowed ·
+  the webhooks pages → admins only (403 for viewers and operators, reads included).
 """
 
 import itertools
@@ -23,7 +24,8 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from core.actors import Actor
-from core.models import AuditEntry, Membership
+from core.models import AuditEntry, Membership, WebhookDelivery, WebhookEndpoint
+from core.services.webhooks import create_endpoint
 from handoffs_app.models import Handoff
 from handoffs_app.services.handoffs import claim_handoff, request_handoff_locked, take_over
 from sessions_app.models import Event, Session, Snapshot
@@ -76,6 +78,12 @@ class World:
             "task_id": self.task.pk,
             "handoff_id": self.handoff.pk if self.handoff else None,
         }
+        endpoint = WebhookEndpoint.objects.filter(project=self.team.project).first()
+        delivery = WebhookDelivery.objects.filter(project=self.team.project).first()
+        if endpoint is not None:
+            values["endpoint_id"] = endpoint.pk
+        if delivery is not None:
+            values["delivery_id"] = delivery.pk
         missing = [k for k in URLS[name] if k not in values]
         assert not missing, f"{name}: teach World.kwargs how to fill {missing}"
         return {k: values[k] for k in URLS[name]}
@@ -99,6 +107,8 @@ def snapshot() -> dict[str, Any]:
         "handoffs": sorted(
             Handoff.objects.values_list("pk", "status", "lease_holder_id", "lease_expires_at")
         ),
+        "webhooks": sorted(WebhookEndpoint.objects.values_list("pk", "url", "active")),
+        "deliveries": sorted(WebhookDelivery.objects.values_list("pk", "status", "attempts")),
     }
 
 
@@ -242,6 +252,43 @@ def appended(kind: str):
     def check(h: Handoff, world: World) -> bool:
         return Event.objects.filter(session_id=h.session_id, kind=kind).exists()
 
+
+def with_webhook(world: World) -> None:
+    """An endpoint (nobody listens at its port: a redelivery fails fast) and one delivery."""
+    from tests.servers import free_port
+
+    create_endpoint(
+        world.team.project,
+        url=f"http://127.0.0.1:{free_port()}/hooks",
+        events=["session.paused"],
+        actor=Actor.system("tests"),
+    )
+    paused(world)
+
+
+def webhooks_page(world: World) -> str:
+    return reverse("dashboard:webhooks", args=[world.team.project.pk])
+
+
+def endpoint_created(response, world: World, before: dict[str, Any]) -> None:
+    assert response.status_code == 201, response.status_code
+    endpoint = WebhookEndpoint.objects.get(url="https://hooks.example.com/new")
+    assert endpoint.secret.encode() in response.content
+    assert ("webhook.created", str(endpoint.pk)) in snapshot()["audit"]
+
+
+def endpoint_changed(active: bool | None) -> Callable[..., None]:
+    """Toggled to `active`, or deleted (None); back to the webhooks page."""
+
+    def check(response, world: World, before: dict[str, Any]) -> None:
+        assert response.status_code == 302, response.status_code
+        assert response["Location"] == webhooks_page(world)
+        endpoints = WebhookEndpoint.objects.filter(project=world.team.project)
+        if active is None:
+            assert not endpoints.exists()
+        else:
+            assert [e.active for e in endpoints] == [active]
+
     return check
 
 
@@ -250,6 +297,14 @@ def status_is(status: str, answer: str | None = None):
         return h.status == status and (answer is None or h.answer["type"] == answer)
 
     return check
+
+
+def redelivered(response, world: World, before: dict[str, Any]) -> None:
+    assert response.status_code == 302, response.status_code
+    assert response["Location"] == webhooks_page(world)
+    delivery = WebhookDelivery.objects.get(project=world.team.project)
+    assert delivery.attempts == 1
+    assert delivery.attempt_log.get().redelivery
 
 
 MATRIX: dict[str, Row] = {
@@ -363,6 +418,19 @@ MATRIX: dict[str, Row] = {
     "dashboard:handoff_close": Row(
         "post", "operator", handoff_became(status_is("closed")), prepare_holder=claimed
     ),
+    # Webhooks: admins only, to read as well (endpoint URLs and payloads are configuration).
+    "dashboard:webhooks": Row("get", "admin", page, prepare=with_webhook),
+    "dashboard:webhook_create": Row(
+        "post",
+        "admin",
+        endpoint_created,
+        data={"url": "https://hooks.example.com/new", "events": ["session.paused"]},
+    ),
+    "dashboard:webhook_toggle": Row(
+        "post", "admin", endpoint_changed(False), data={"active": "false"}, prepare=with_webhook
+    ),
+    "dashboard:webhook_delete": Row("post", "admin", endpoint_changed(None), prepare=with_webhook),
+    "dashboard:webhook_redeliver": Row("post", "admin", redelivered, prepare=with_webhook),
     "tasks:list": Row("get", "viewer", page),
     "tasks:detail": Row("get", "viewer", page),
 }
