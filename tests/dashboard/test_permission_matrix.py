@@ -252,6 +252,8 @@ def appended(kind: str):
     def check(h: Handoff, world: World) -> bool:
         return Event.objects.filter(session_id=h.session_id, kind=kind).exists()
 
+    return check
+
 
 def with_webhook(world: World) -> None:
     """An endpoint (nobody listens at its port: a redelivery fails fast) and one delivery."""
