@@ -1,5 +1,6 @@
 from django.urls import path
 
+from switchboard.console_consumers import AuditLogConsumer
 from switchboard.consumers import ProjectConsumer, SessionConsumer
 from tasks_app.consumers import TaskConsumer, TaskListConsumer
 
@@ -12,4 +13,6 @@ websocket_urlpatterns = [
     # (?after=<newest history id shown>&step=&kind=&rows=1|0).
     path("ws/projects/<int:project_id>/tasks/", TaskListConsumer.as_asgi()),
     path("ws/tasks/<uuid:task_id>/", TaskConsumer.as_asgi()),
+    # The audit log (admins; ?<its filters and cursor>).
+    path("ws/projects/<int:project_id>/audit/", AuditLogConsumer.as_asgi()),
 ]

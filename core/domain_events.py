@@ -25,7 +25,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from .models import OutboxMessage
-from .realtime import send_to_groups
+from .realtime import project_list_group, send_to_groups
 
 logger = logging.getLogger(__name__)
 
@@ -123,3 +123,16 @@ def drop_relayed(*, now: datetime | None = None, batch: int = 5000) -> int:
     ).values_list("pk", flat=True)[:batch]
     deleted, _ = OutboxMessage.objects.filter(pk__in=list(old)).delete()
     return deleted
+
+
+@dataclass(frozen=True)
+class AuditRecorded(DomainEvent):
+    """An audit row was written: the audit log page of its project shows it live. Live-only
+    (the page reads what it missed from the table itself)."""
+
+    type: ClassVar[str] = "audit.recorded"
+
+    entry_id: int
+
+    def groups(self) -> list[str]:
+        return [project_list_group(self.project_id, "audit")]
