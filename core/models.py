@@ -76,6 +76,9 @@ class ApiKey(models.Model):
     scope = models.CharField(max_length=16, choices=KeyScope.choices, default=KeyScope.AGENT)
     expires_at = models.DateTimeField(null=True, blank=True)
 
+    class Meta:
+        verbose_name = "API key"
+
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
 
@@ -105,6 +108,7 @@ class AuditEntry(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name_plural = "audit entries"
         indexes = [
             models.Index(fields=["project", "-created_at"], name="audit_project_created"),
             models.Index(fields=["target_type", "target_id"], name="audit_target"),

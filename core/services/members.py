@@ -59,8 +59,17 @@ def _lock_project(project: Project | int) -> Project:
     return Project.objects.select_for_update().get(pk=project_id)
 
 
-def _admins(project: Project) -> int:
+def _admins(project: Project | int) -> int:
     return Membership.objects.filter(project=project, role=Role.ADMIN).count()
+
+
+def leaves_no_admin(membership: Membership, *, new_role: str | None = None) -> bool:
+    """Whether removing the member (or giving them `new_role`) would leave no admin. A read
+    for forms; the services check it again under the project lock."""
+    if membership.pk is None or new_role == Role.ADMIN:
+        return False
+    stored = Membership.objects.filter(pk=membership.pk).values_list("role", flat=True).first()
+    return stored == Role.ADMIN and _admins(membership.project_id) <= 1
 
 
 @transaction.atomic

@@ -8,6 +8,7 @@ import urllib.error
 import urllib.request
 
 import pytest
+from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
 
 from core.actors import Actor
@@ -226,3 +227,21 @@ def test_the_settings_page(team: Team, live_url, console_page, screenshot):
     # The viewer's console has no keys or audit sections.
     expect(page.locator(".console-nav a")).to_have_count(2)
     expect(page.locator(".console-nav")).to_have_text(re.compile(r"^\s*General\s+Members\s*$"))
+
+
+def test_the_django_admin_lists_keys_without_their_hash(
+    team: Team, live_url, console_page, screenshot
+):
+    page = console_page
+    key, _ = make_api_key(team.project, name="support-bot")
+    get_user_model().objects.create_superuser("staff", "staff@example.com", "pw-for-tests-1")
+    sign_in(page, live_url, "staff")
+    page.goto(f"{live_url}/admin/core/apikey/")
+    expect(page.locator("#result_list")).to_contain_text("support-bot")
+    expect(page.locator("#changelist-filter")).to_contain_text("By scope")
+    assert ApiKey.objects.get(pk=key.pk).hashed_secret not in page.content()
+    screenshot("admin-django-apikeys")
+    page.goto(f"{live_url}/admin/sessions_app/session/")
+    expect(page.locator("#changelist-filter")).to_contain_text("By status")
+    screenshot("admin-django-sessions")
+    page.check_policy()

@@ -283,9 +283,9 @@ MATRIX: dict[str, Row] = {
         "admin",
         changed(
             console("dashboard:members"),
-            lambda w: not Membership.objects.filter(
-                project=w.team.project, user=w.team.viewer
-            ).exists(),
+            lambda w: (
+                not Membership.objects.filter(project=w.team.project, user=w.team.viewer).exists()
+            ),
             "member.remove",
         ),
     ),
