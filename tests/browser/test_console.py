@@ -110,6 +110,15 @@ def test_an_admin_creates_a_key_sees_it_once_and_revokes_it(
     assert api_status(live_url, secret) == 401
     assert api_status(live_url, secret, "/api/v1/sessions") == 401
 
+    # An expiry in the past is refused in words, and nothing is created.
+    page.get_by_label("Name").fill("too late")
+    page.get_by_label("Expires (UTC, optional)").fill("2020-01-01T00:00")
+    page.get_by_role("button", name="Create key").click()
+    expect(page.get_by_role("alert")).to_contain_text("The expiry must be in the future.")
+    expect(page.locator("#new-key-secret")).to_have_count(0)
+    assert not ApiKey.objects.filter(name="too late").exists()
+    screenshot("admin-keys-refused")
+
 
 def test_an_admin_adds_a_member_who_then_signs_in_and_sees_the_project(
     team: Team, live_url, console_page, browser, screenshot
@@ -244,4 +253,20 @@ def test_the_django_admin_lists_keys_without_their_hash(
     page.goto(f"{live_url}/admin/sessions_app/session/")
     expect(page.locator("#changelist-filter")).to_contain_text("By status")
     screenshot("admin-django-sessions")
+    page.check_policy()
+
+
+def test_a_person_in_no_project_starts_one(db, live_url, console_page, screenshot):
+    page = console_page
+    make_user("founder")
+    sign_in(page, live_url, "founder")
+    expect(page.get_by_role("heading", name="You are not in any project yet")).to_be_visible()
+    page.get_by_role("link", name="start a project of your own").click()
+    page.get_by_label("Project name").fill("Founders Inc")
+    screenshot("admin-new-project")
+    page.get_by_role("button", name="Create project").click()
+    project = Project.objects.get(name="Founders Inc")
+    expect(page).to_have_url(f"{live_url}/p/{project.pk}/")
+    expect(page.locator(".role-badge")).to_have_text("admin")
+    expect(page.locator(".messages")).to_contain_text("you are its admin")
     page.check_policy()
