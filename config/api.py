@@ -10,7 +10,6 @@ from django.db import DatabaseError, DataError, InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, Throttled, ValidationError
-from ninja.security import HttpBearer
 from ninja.throttling import BaseThrottle
 
 from core import ratelimit
@@ -18,15 +17,10 @@ from core.errors import DomainError
 from core.http import error_response
 from core.models import ApiKey
 from core.outage import OutageLog
-from core.services.projects import authenticate_api_key
+from core.scopes import ApiKeyAuth
 from tasks_app.api import SignalGrant
 
 logger = logging.getLogger(__name__)
-
-
-class ApiKeyAuth(HttpBearer):
-    def authenticate(self, request: HttpRequest, token: str) -> ApiKey | None:
-        return authenticate_api_key(token)
 
 
 @dataclass(frozen=True)
@@ -175,6 +169,7 @@ def unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
     return error_response(500, "internal_error", "Something went wrong on our side.")
 
 
+api.add_router("/", "core.api.router")
 api.add_router("/", "switchboard.api.router")
 api.add_router("/", "sessions_app.api.router")
 api.add_router("/", "tasks_app.api.router")

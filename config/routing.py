@@ -1,5 +1,6 @@
 from django.urls import path
 
+from switchboard.console_consumers import AuditLogConsumer
 from switchboard.consumers import ProjectConsumer, SessionConsumer
 from switchboard.handoff_consumers import HandoffConsumer, HandoffQueueConsumer
 from tasks_app.consumers import TaskConsumer, TaskListConsumer
@@ -16,4 +17,6 @@ websocket_urlpatterns = [
     # The handoff queue (?<its filters and cursor>) and one handoff's workspace.
     path("ws/projects/<int:project_id>/handoffs/", HandoffQueueConsumer.as_asgi()),
     path("ws/handoffs/<uuid:handoff_id>/", HandoffConsumer.as_asgi()),
+    # The audit log (admins; ?<its filters and cursor>).
+    path("ws/projects/<int:project_id>/audit/", AuditLogConsumer.as_asgi()),
 ]

@@ -8,6 +8,7 @@ import uuid
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import Model, QuerySet
 
 from .errors import NotFound, PermissionDeniedError
 from .models import Membership, Project, Role
@@ -21,15 +22,37 @@ def as_uuid(value: Any, what: str = "Session") -> uuid.UUID:
         raise NotFound(f"{what} not found.") from None
 
 
+def member_rows[M: Model](
+    queryset: QuerySet[M], user: AbstractBaseUser | AnonymousUser, project_field: str = "project"
+) -> QuerySet[M]:
+    """`queryset` narrowed to rows of projects the user can see: their projects (every
+    project for a superuser; none when signed out)."""
+    if not user.is_authenticated:
+        return queryset.none()
+    if getattr(user, "is_superuser", False):
+        return queryset
+    return queryset.filter(**{f"{project_field}__memberships__user_id": user.pk})
+
+
 def membership_for(user: AbstractBaseUser | AnonymousUser, project_id: int) -> Membership | None:
+    """The user's membership of the project, or None.
+
+    A superuser (a deployment's staff) who is not a member gets an unsaved admin membership of
+    every project that exists: they see and act as an admin without appearing in its members.
+    """
     if not user.is_authenticated or not 0 < project_id < 2**63:
         return None  # an id no bigint column holds belongs to no project
     # The project rides along: every dashboard page shows its name.
-    return (
+    membership = (
         Membership.objects.select_related("project")
         .filter(user=user, project_id=project_id)
         .first()
     )
+    if membership is None and getattr(user, "is_superuser", False):
+        project = Project.objects.filter(pk=project_id).first()
+        if project is not None:
+            membership = Membership(project=project, user=user, role=Role.ADMIN)  # type: ignore[misc]
+    return membership
 
 
 def require_role(

@@ -25,13 +25,14 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
+from celery import current_app  # type: ignore[import-untyped]
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
 from . import storage
 from .models import OutboxMessage
-from .realtime import send_to_groups
-from .services.webhooks import enqueue_deliveries
+from .realtime import project_list_group, send_to_groups
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +96,23 @@ def publish(event: DomainEvent) -> None:
     transaction.on_commit(lambda: relay(message.pk), robust=True)
 
 
+def enqueue_deliveries(project_id: int, event: str, data: dict[str, Any]) -> int:
+    """Insert a pending delivery of `event` for each subscribed active endpoint of the project,
+    in the caller's transaction; after commit, kick the delivery job. Returns how many."""
+    created = storage.insert_webhook_deliveries(project_id, event, data, now=timezone.now())
+    if created:
+        transaction.on_commit(kick_delivery_job, robust=True)
+    return created
+
+
+def kick_delivery_job() -> None:
+    """Ask a worker to run core.deliver_webhooks now (by name: core.tasks is a floor above).
+    Without retries: with the broker down, beat's next run picks the rows up."""
+    current_app.send_task(
+        "core.deliver_webhooks", queue=settings.SWITCHBOARD_WEBHOOK_QUEUE, retry=False
+    )
+
+
 def relay(message_id: int) -> bool:
     """Fan one outbox row out to its groups and mark it sent (skipped if another relay holds it)."""
     with transaction.atomic():
@@ -145,3 +163,16 @@ def drop_relayed(*, now: datetime | None = None, batch: int = 5000) -> int:
     ).values_list("pk", flat=True)[:batch]
     deleted, _ = OutboxMessage.objects.filter(pk__in=list(old)).delete()
     return deleted
+
+
+@dataclass(frozen=True)
+class AuditRecorded(DomainEvent):
+    """An audit row was written: the audit log page of its project shows it live. Live-only
+    (the page reads what it missed from the table itself)."""
+
+    type: ClassVar[str] = "audit.recorded"
+
+    entry_id: int
+
+    def groups(self) -> list[str]:
+        return [project_list_group(self.project_id, "audit")]

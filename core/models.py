@@ -7,6 +7,7 @@ import uuid
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 
 class Project(models.Model):
@@ -49,6 +50,18 @@ class Membership(models.Model):
         return Role.rank(self.role) >= Role.rank(minimum)
 
 
+class KeyScope(models.TextChoices):
+    """What an API key may reach: `agent` (sessions, tasks, handoffs of its project) or
+    `admin` (also the project's settings, retention policy, holds, webhook endpoints)."""
+
+    AGENT = "agent", "Agent"
+    ADMIN = "admin", "Admin"
+
+    @classmethod
+    def rank(cls, scope: str) -> int:
+        return {cls.AGENT: 1, cls.ADMIN: 2}[cls(scope)]
+
+
 class ApiKey(models.Model):
     """A project-scoped secret. Only its SHA-256 is stored; `prefix` identifies it in lists."""
 
@@ -62,13 +75,25 @@ class ApiKey(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    scope = models.CharField(max_length=16, choices=KeyScope.choices, default=KeyScope.AGENT)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "API key"
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
 
     @property
     def is_active(self) -> bool:
-        return self.revoked_at is None
+        return self.revoked_at is None and not self.is_expired
+
+    @property
+    def is_expired(self) -> bool:
+        return self.expires_at is not None and self.expires_at <= timezone.now()
+
+    def has_scope(self, minimum: str) -> bool:
+        return KeyScope.rank(self.scope) >= KeyScope.rank(minimum)
 
 
 class AuditEntry(models.Model):
@@ -85,9 +110,12 @@ class AuditEntry(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name_plural = "audit entries"
         indexes = [
             models.Index(fields=["project", "-created_at"], name="audit_project_created"),
             models.Index(fields=["target_type", "target_id"], name="audit_target"),
+            # The audit log page: a project's entries newest first, keyset on the id.
+            models.Index(fields=["project", "-id"], name="audit_project_id"),
         ]
 
     def __str__(self) -> str:

@@ -4,7 +4,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
-from core.access import as_uuid, require_role
+from core.access import as_uuid, member_rows, require_role
 from core.errors import NotFound
 from core.models import ApiKey, Membership, Role
 from sessions_app import storage
@@ -22,13 +22,10 @@ def get_session_for_key(api_key: ApiKey, session_id: Any) -> Session:
 def get_session_for_user(
     user: AbstractBaseUser | AnonymousUser, session_id: Any, minimum: str = Role.VIEWER
 ) -> tuple[Session, Membership]:
-    session = (
-        Session.objects.select_related("agent", "project", "parent")
-        .filter(pk=as_uuid(session_id), project__memberships__user_id=user.pk)
-        .first()
-        if user.is_authenticated
-        else None
-    )
+    session = member_rows(
+        Session.objects.select_related("agent", "project", "parent").filter(pk=as_uuid(session_id)),
+        user,
+    ).first()
     if session is None:
         raise NotFound("Session not found.", detail={"session_id": str(session_id)})
     return session, require_role(user, session.project_id, minimum)

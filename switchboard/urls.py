@@ -1,12 +1,14 @@
 from django.urls import path
 
-from . import handoff_views, views, webhook_views
+from . import console_views, handoff_views, views, webhook_views
 
 app_name = "dashboard"
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("switch/", views.switch_project, name="switch_project"),
+    # Any signed-in person may start a project (and becomes its admin).
+    path("projects/new/", console_views.new_project, name="new_project"),
     # Project-scoped pages (viewer and up).
     path("p/<int:project_id>/", views.overview, name="overview"),
     path("p/<int:project_id>/sessions/", views.session_list, name="session_list"),
@@ -57,4 +59,28 @@ urlpatterns = [
         )
         for name, (segment, _, _) in handoff_views.ACTIONS.items()
     ),
+    # The project console: settings and members (viewer and up read, admin acts), API keys and
+    # the audit log (admin).
+    path("p/<int:project_id>/settings/", console_views.project_settings, name="project_settings"),
+    path("p/<int:project_id>/settings/name/", console_views.project_rename, name="project_rename"),
+    path("p/<int:project_id>/members/", console_views.members, name="members"),
+    path("p/<int:project_id>/members/add/", console_views.member_add, name="member_add"),
+    path(
+        "p/<int:project_id>/members/<int:member_id>/role/",
+        console_views.member_role,
+        name="member_role",
+    ),
+    path(
+        "p/<int:project_id>/members/<int:member_id>/remove/",
+        console_views.member_remove,
+        name="member_remove",
+    ),
+    path("p/<int:project_id>/keys/", console_views.api_keys, name="api_keys"),
+    path("p/<int:project_id>/keys/create/", console_views.api_key_create, name="api_key_create"),
+    path(
+        "p/<int:project_id>/keys/<int:key_id>/revoke/",
+        console_views.api_key_revoke,
+        name="api_key_revoke",
+    ),
+    path("p/<int:project_id>/audit/", console_views.audit_log, name="audit_log"),
 ]

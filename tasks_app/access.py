@@ -6,7 +6,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
-from core.access import require_role
+from core.access import member_rows, require_role
 from core.models import ApiKey, Membership, Role
 
 from .errors import NotFound
@@ -41,13 +41,9 @@ def get_task_for_user(
 ) -> tuple[Task, Membership]:
     """The task and the user's membership of its project; 404 for non-members, PermissionDenied
     (403) below `minimum`."""
-    task = (
-        Task.objects.select_related("workflow", "project")
-        .filter(pk=_as_uuid(task_id), project__memberships__user_id=user.pk)
-        .first()
-        if user.is_authenticated
-        else None
-    )
+    task = member_rows(
+        Task.objects.select_related("workflow", "project").filter(pk=_as_uuid(task_id)), user
+    ).first()
     if task is None:
         raise _not_found(task_id)
     return task, require_role(user, task.project_id, minimum)

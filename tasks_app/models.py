@@ -268,6 +268,7 @@ class TaskHistory(models.Model):
 
     class Meta:
         ordering = ["id"]
+        verbose_name_plural = "task history"
         constraints = [
             models.UniqueConstraint(
                 fields=["task", "dedupe_key"],

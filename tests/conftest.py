@@ -116,6 +116,8 @@ def other_project(db):
     return make_project()
 
 
-@pytest.fixture
-def other_api(other_project):
-    return ApiClient(make_api_key(other_project)[1])
+@pytest.fixture(params=["agent", "admin"], ids=["agent-key", "admin-key"])
+def other_api(request, other_project):
+    """Another project's key, of each scope: the cross-project tests run once per scope, as an
+    admin-scoped key reaches no more of another project than an agent-scoped one."""
+    return ApiClient(make_api_key(other_project, scope=request.param)[1])

@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 
 from core.actors import Actor
-from core.models import ApiKey, Project, Role
+from core.models import ApiKey, KeyScope, Project, Role
 from core.services.projects import add_member, create_api_key, create_project
 from sessions_app.models import Session
 from sessions_app.services.sessions import open_session
@@ -32,8 +32,10 @@ def make_member(project: Project, role: str = Role.VIEWER, username: str | None 
     return user
 
 
-def make_api_key(project: Project, name: str = "test-key") -> tuple[ApiKey, str]:
-    return create_api_key(project, name=name, actor=Actor.system("tests"))
+def make_api_key(
+    project: Project, name: str = "test-key", scope: str = KeyScope.AGENT
+) -> tuple[ApiKey, str]:
+    return create_api_key(project, name=name, scope=scope, actor=Actor.system("tests"))
 
 
 def make_session(project: Project, agent: str = "test-agent", **overrides: Any) -> Session:

@@ -3,6 +3,7 @@
 from typing import Any
 
 from core.actors import Actor
+from core.domain_events import AuditRecorded, publish
 from core.models import AuditEntry, Project
 
 
@@ -15,9 +16,10 @@ def record_audit(
     target_id: object,
     detail: dict[str, Any] | None = None,
 ) -> AuditEntry:
-    """Write one audit row; call it inside the transaction of the change it records."""
+    """Write one audit row; call it inside the transaction of the change it records. The audit
+    log page hears of it after commit (live-only: nothing more is written)."""
     project_id = project.pk if isinstance(project, Project) else project
-    return AuditEntry.objects.create(
+    entry = AuditEntry.objects.create(
         project_id=project_id,
         actor=actor.label,
         user=actor.user,
@@ -27,3 +29,5 @@ def record_audit(
         target_id=str(target_id),
         detail=detail or {},
     )
+    publish(AuditRecorded(project_id=project_id, entry_id=entry.pk))
+    return entry

@@ -1,9 +1,10 @@
-"""Projects, members and API keys: creating them, and authenticating a key per request."""
+"""Projects and API keys: creating, renaming and revoking them, and authenticating a key per
+request (members: core.services.members)."""
 
 import hashlib
 import hmac
 import secrets
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -11,7 +12,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.actors import Actor
-from core.models import ApiKey, Membership, Project, Role
+from core.errors import Conflict, InvalidInput
+from core.models import ApiKey, KeyScope, Membership, Project, Role
 from core.services.audit import record_audit
 from core.text import text_problem
 
@@ -20,11 +22,72 @@ from .. import storage
 KEY_PREFIX = "sb_"
 
 
-def create_project(name: str) -> Project:
-    return Project.objects.create(name=name)
+PROJECT_NAME_MAX = Project._meta.get_field("name").max_length or 100
+KEY_NAME_MAX = ApiKey._meta.get_field("name").max_length or 100
+
+
+def _clean_name(name: str, what: str, limit: int) -> str:
+    cleaned = name.strip()
+    if not cleaned:
+        raise InvalidInput(f"The {what} cannot be empty.", detail={"field": "name"})
+    if len(cleaned) > limit:
+        raise InvalidInput(
+            f"The {what} is {len(cleaned)} characters; at most {limit} are allowed.",
+            detail={"field": "name", "limit": limit},
+        )
+    if text_problem(cleaned):
+        raise InvalidInput(f"The {what} holds a character that cannot be stored.")
+    return cleaned
+
+
+@transaction.atomic
+def create_project(name: str, *, creator: User | None = None) -> Project:
+    """A new project; its creator (when a person made it) becomes its first admin."""
+    name = _clean_name(name, "project name", PROJECT_NAME_MAX)
+    if Project.objects.filter(name=name).exists():
+        raise Conflict(f"A project named {name!r} already exists.", detail={"name": name})
+    project = Project.objects.create(name=name)
+    if creator is not None:
+        Membership.objects.create(project=project, user=creator, role=Role.ADMIN)
+        record_audit(
+            project,
+            actor=Actor.for_user(creator),
+            action="project.create",
+            target_type="project",
+            target_id=project.pk,
+            detail={"name": name},
+        )
+    return project
+
+
+@transaction.atomic
+def rename_project(project: Project, *, name: str, actor: Actor) -> Project:
+    """Rename `project` (names are unique); audited with the old and the new name."""
+    name = _clean_name(name, "project name", PROJECT_NAME_MAX)
+    locked = Project.objects.select_for_update().get(pk=project.pk)
+    if locked.name == name:
+        return locked
+    if Project.objects.filter(name=name).exclude(pk=project.pk).exists():
+        raise Conflict(f"A project named {name!r} already exists.", detail={"name": name})
+    old = locked.name
+    locked.name = name
+    locked.save(update_fields=["name"])
+    record_audit(
+        locked,
+        actor=actor,
+        action="project.rename",
+        target_type="project",
+        target_id=locked.pk,
+        detail={"from": old, "to": name},
+    )
+    project.name = name
+    return locked
 
 
 def add_member(project: Project, user: User, role: str = Role.VIEWER) -> Membership:
+    """Set `user`'s role in `project`, adding them if needed (fixtures, demo data, benches).
+
+    Unaudited and unchecked: people go through core.services.members instead."""
     membership, _ = Membership.objects.update_or_create(
         project=project, user=user, defaults={"role": Role(role)}
     )
@@ -38,8 +101,29 @@ def hash_secret(raw_key: str) -> str:
 
 
 @transaction.atomic
-def create_api_key(project: Project, *, name: str, actor: Actor) -> tuple[ApiKey, str]:
-    """Create a key and return it with its secret, which is never stored and never shown again."""
+def create_api_key(
+    project: Project,
+    *,
+    name: str,
+    actor: Actor,
+    scope: str = KeyScope.AGENT,
+    expires_at: datetime | None = None,
+) -> tuple[ApiKey, str]:
+    """Create a key and return it with its secret, which is never stored and never shown again.
+
+    Raises InvalidInput for an empty or overlong name, an unknown scope, or an expiry that is
+    not in the future (nothing is written then)."""
+    name = _clean_name(name, "key name", KEY_NAME_MAX)
+    if scope not in KeyScope.values:
+        raise InvalidInput(
+            f"Unknown scope {scope!r}; use one of: {', '.join(KeyScope.values)}.",
+            detail={"field": "scope", "allowed": KeyScope.values},
+        )
+    if expires_at is not None and expires_at <= timezone.now():
+        raise InvalidInput(
+            "The expiry must be in the future.",
+            detail={"field": "expires_at", "expires_at": expires_at.isoformat()},
+        )
     prefix = secrets.token_hex(4)
     raw_key = f"{KEY_PREFIX}{prefix}_{secrets.token_urlsafe(24)}"
     api_key = ApiKey.objects.create(
@@ -48,6 +132,8 @@ def create_api_key(project: Project, *, name: str, actor: Actor) -> tuple[ApiKey
         prefix=prefix,
         hashed_secret=hash_secret(raw_key),
         created_by=actor.user,
+        scope=KeyScope(scope),
+        expires_at=expires_at,
     )
     record_audit(
         project,
@@ -55,16 +141,26 @@ def create_api_key(project: Project, *, name: str, actor: Actor) -> tuple[ApiKey
         action="api_key.create",
         target_type="api_key",
         target_id=api_key.pk,
-        detail={"name": name, "prefix": prefix},
+        detail={
+            "name": name,
+            "prefix": prefix,
+            "scope": str(scope),
+            "expires_at": expires_at.isoformat() if expires_at else None,
+        },
     )
     return api_key, raw_key
 
 
 @transaction.atomic
 def revoke_api_key(api_key: ApiKey, *, actor: Actor) -> ApiKey:
-    if api_key.revoked_at is None:
-        api_key.revoked_at = timezone.now()
-        api_key.save(update_fields=["revoked_at"])
+    """Revoke the key (a no-op if it already is). Every server process looks the key up in the
+    database on each request (storage.active_key_with_project, no cache), so the next request
+    with it answers 401 wherever it lands."""
+    # Conditional update: two admins revoking at once write one revocation and one audit row.
+    now = timezone.now()
+    changed = ApiKey.objects.filter(pk=api_key.pk, revoked_at__isnull=True).update(revoked_at=now)
+    if changed:
+        api_key.revoked_at = now
         record_audit(
             api_key.project_id,
             actor=actor,
@@ -85,6 +181,8 @@ def authenticate_api_key(raw_key: str) -> ApiKey | None:
     if api_key is None or not hmac.compare_digest(api_key.hashed_secret, hash_secret(raw_key)):
         return None
     now = timezone.now()
+    if api_key.expires_at is not None and api_key.expires_at <= now:
+        return None
     stale_before = now - timedelta(seconds=settings.SWITCHBOARD_KEY_TOUCH_SECONDS)
     if api_key.last_used_at is None or api_key.last_used_at < stale_before:
         # Conditional update: concurrent requests touch the row once, not once each.

@@ -1,7 +1,7 @@
 """Webhook endpoints and deliveries: managing endpoints, fanning events out to deliveries in
 the change's transaction, sending due deliveries in batches, redelivering.
 
-How a delivery travels: `core.domain_events.publish` calls `enqueue_deliveries` for an
+How a delivery travels: `core.domain_events.publish` calls its `enqueue_deliveries` for an
 outboxed event with a webhook name, which inserts one pending row per subscribed endpoint in
 the change's own transaction (no delivery for a change that rolled back) and, after commit,
 kicks the `core.deliver_webhooks` job (beat also runs it every few seconds). The job leases due
@@ -18,10 +18,8 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 import httpx
-from celery import current_app  # type: ignore[import-untyped]
 from django.conf import settings
 from django.db import transaction
 from django.db.models import QuerySet
@@ -41,7 +39,6 @@ from core.storage import (
     ClaimedDelivery,
     claim_delivery,
     claim_due_deliveries,
-    insert_webhook_deliveries,
 )
 from core.webhooks import EVENTS, AttemptResult, TargetRefused, backoff_seconds, check_url, envelope
 from core.webhooks import new_secret as _new_secret
@@ -163,23 +160,6 @@ def delivery_in(project: Project, delivery_id: uuid.UUID) -> WebhookDelivery:
 
 
 # --- Fan-out (inside the change's transaction) ---------------------------------------------
-
-
-def enqueue_deliveries(project_id: int, event: str, data: dict[str, Any]) -> int:
-    """Insert a pending delivery of `event` for each subscribed active endpoint of the project,
-    in the caller's transaction; after commit, kick the delivery job. Returns how many."""
-    created = insert_webhook_deliveries(project_id, event, data, now=timezone.now())
-    if created:
-        transaction.on_commit(kick_delivery_job, robust=True)
-    return created
-
-
-def kick_delivery_job() -> None:
-    """Ask a worker to run core.deliver_webhooks now (by name: core.tasks is a floor above).
-    Without retries: with the broker down, beat's next run picks the rows up."""
-    current_app.send_task(
-        "core.deliver_webhooks", queue=settings.SWITCHBOARD_WEBHOOK_QUEUE, retry=False
-    )
 
 
 # --- Sending --------------------------------------------------------------------------------

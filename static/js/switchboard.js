@@ -80,4 +80,38 @@
   document.addEventListener("htmx:wsClose", function () {
     document.querySelectorAll(".live-dot").forEach(function (d) { d.classList.remove("on"); d.title = "Reconnecting…"; });
   });
+
+  // <button data-copy="ID"> copies the text of #ID (a new API key's secret) to the clipboard.
+  document.addEventListener("click", function (e) {
+    var button = e.target.closest && e.target.closest("button[data-copy]");
+    if (!button) return;
+    var source = document.getElementById(button.getAttribute("data-copy"));
+    if (!source) return;
+    var text = source.textContent.trim();
+    var label = button.textContent;
+    function done(ok) {
+      button.textContent = ok ? (button.getAttribute("data-copied-label") || "Copied") : "Select and copy";
+      button.setAttribute("data-copied", ok ? "true" : "false");
+      setTimeout(function () { button.textContent = label; }, 2500);
+    }
+    function selectText() {
+      var range = document.createRange();
+      range.selectNodeContents(source);
+      var selection = window.getSelection();
+      selection.removeAllRanges();
+      selection.addRange(range);
+    }
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(function () { done(true); }, function () { selectText(); done(false); });
+    } else {
+      selectText();
+      done(false);
+    }
+  });
+
+  // <form data-confirm="Question?"> asks before it submits (revoking a key, removing a member).
+  document.addEventListener("submit", function (e) {
+    var question = e.target.getAttribute && e.target.getAttribute("data-confirm");
+    if (question && !window.confirm(question)) e.preventDefault();
+  });
 })();

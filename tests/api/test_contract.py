@@ -26,6 +26,7 @@ from hypothesis import settings
 from schemathesis.core.parameters import ParameterLocation
 
 from core.actors import Actor
+from core.models import KeyScope
 from handoffs_app.services.handoffs import cancel_handoff, request_handoff
 from sessions_app.services.events import EventDraft, append_events
 from sessions_app.services.lifecycle import close_session, pause_session
@@ -154,7 +155,9 @@ def use_real_ids(case) -> None:
 
 def _build_world() -> None:
     project = make_project()
-    _, raw_key = make_api_key(project)
+    # Admin-scoped: every operation, the admin-only ones included, must answer with a success
+    # at least once (tests/api/test_key_scopes.py checks the scopes themselves).
+    _, raw_key = make_api_key(project, scope=KeyScope.ADMIN)
     worked = make_session(project, title="worked", external_id="ext-1", metadata={"k": "v"})
     append_events(
         worked,

@@ -8,6 +8,9 @@ an outsider who is an admin of another project only. The rules:
   anonymous → redirect to sign in · outsider → 404 (as if nothing existed) ·
   viewer → allowed to read, 403 on operator actions · operator and admin → allowed ·
   the webhooks pages → admins only (403 for viewers and operators, reads included).
+  below the row's role → 403, nothing changed · at or above it → allowed.
+Console rows: settings and members are read by every member, changed by admins; API keys and
+the audit log are admin-only.
 """
 
 import itertools
@@ -24,14 +27,22 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from core.actors import Actor
-from core.models import AuditEntry, Membership, WebhookDelivery, WebhookEndpoint
+from core.models import (
+    ApiKey,
+    AuditEntry,
+    Membership,
+    Project,
+    Role,
+    WebhookDelivery,
+    WebhookEndpoint,
+)
 from core.services.webhooks import create_endpoint
 from handoffs_app.models import Handoff
 from handoffs_app.services.handoffs import claim_handoff, request_handoff_locked, take_over
 from sessions_app.models import Event, Session, Snapshot
 from sessions_app.services.lifecycle import pause_session
 from tasks_app.models import Step, Task, TaskHistory
-from tests.factories import make_session, make_task
+from tests.factories import make_api_key, make_session, make_task, make_user
 
 NAMESPACES = ("dashboard", "tasks")
 PERSONAS = ("anonymous", "viewer", "operator", "admin", "outsider")
@@ -70,6 +81,12 @@ class World:
     session: Session
     task: Task
     handoff: Any = None
+    api_key: ApiKey
+    stranger: Any  # a user in no project (to be added as a member)
+
+    @property
+    def viewer_membership(self) -> Membership:
+        return Membership.objects.get(project=self.team.project, user=self.team.viewer)
 
     def kwargs(self, name: str) -> dict[str, Any]:
         values = {
@@ -77,6 +94,8 @@ class World:
             "session_id": self.session.pk,
             "task_id": self.task.pk,
             "handoff_id": self.handoff.pk if self.handoff else None,
+            "member_id": self.viewer_membership.pk,
+            "key_id": self.api_key.pk,
         }
         endpoint = WebhookEndpoint.objects.filter(project=self.team.project).first()
         delivery = WebhookDelivery.objects.filter(project=self.team.project).first()
@@ -109,6 +128,8 @@ def snapshot() -> dict[str, Any]:
         ),
         "webhooks": sorted(WebhookEndpoint.objects.values_list("pk", "url", "active")),
         "deliveries": sorted(WebhookDelivery.objects.values_list("pk", "status", "attempts")),
+        "projects": sorted(Project.objects.values_list("pk", "name")),
+        "api_keys": sorted(ApiKey.objects.values_list("pk", "revoked_at", "scope", "expires_at")),
     }
 
 
@@ -171,6 +192,35 @@ def forked(response, world: World, before: dict[str, Any]) -> None:
     assert fork.fork_seq == 3
     assert response["Location"] == reverse("dashboard:session_detail", args=[fork.pk])
     assert ("session.fork", str(fork.pk)) in snapshot()["audit"]
+
+
+def console_page(response, world: World, before: dict[str, Any]) -> None:
+    page(response, world, before)
+    assert b"console-nav" in response.content
+
+
+def changed(url_of: Callable[[World], str], effect: Callable[[World], bool], action: str):
+    """A console change: a redirect to its page, the effect in the database, one audit row."""
+
+    def check(response, world: World, before: dict[str, Any]) -> None:
+        assert response.status_code == 302, response.status_code
+        assert response["Location"] == url_of(world)
+        assert effect(world)
+        assert AuditEntry.objects.filter(project=world.team.project, action=action).count() == 1
+
+    return check
+
+
+def console(name: str) -> Callable[[World], str]:
+    return lambda w: reverse(name, args=[w.team.project.pk])
+
+
+def key_created(response, world: World, before: dict[str, Any]) -> None:
+    assert response.status_code == 201, response.status_code
+    new = ApiKey.objects.exclude(pk=world.api_key.pk).get(project=world.team.project)
+    assert new.name == "matrix key"
+    assert f"sb_{new.prefix}_".encode() in response.content  # the secret, shown this once
+    assert response["Cache-Control"].startswith("max-age=0")
 
 
 @dataclass(frozen=True)
@@ -434,6 +484,68 @@ MATRIX: dict[str, Row] = {
     "dashboard:webhook_delete": Row("post", "admin", endpoint_changed(None), prepare=with_webhook),
     "dashboard:webhook_redeliver": Row("post", "admin", redelivered, prepare=with_webhook),
     "tasks:list": Row("get", "viewer", page),
+    # Any signed-in person may start a project: the form is everyone's.
+    "dashboard:new_project": Row("get", "viewer", page, outsider=page),
+    # The console.
+    "dashboard:project_settings": Row("get", "viewer", console_page),
+    "dashboard:project_rename": Row(
+        "post",
+        "admin",
+        changed(
+            console("dashboard:project_settings"),
+            lambda w: Project.objects.get(pk=w.team.project.pk).name == "renamed by matrix",
+            "project.rename",
+        ),
+        data={"name": "renamed by matrix"},
+    ),
+    "dashboard:members": Row("get", "viewer", console_page),
+    "dashboard:member_add": Row(
+        "post",
+        "admin",
+        changed(
+            console("dashboard:members"),
+            lambda w: Membership.objects.filter(
+                project=w.team.project, user=w.stranger, role=Role.OPERATOR
+            ).exists(),
+            "member.add",
+        ),
+        data=lambda w: {"user": w.stranger.username, "role": "operator"},
+    ),
+    "dashboard:member_role": Row(
+        "post",
+        "admin",
+        changed(
+            console("dashboard:members"),
+            lambda w: w.viewer_membership.role == Role.OPERATOR,
+            "member.role",
+        ),
+        data={"role": "operator"},
+    ),
+    "dashboard:member_remove": Row(
+        "post",
+        "admin",
+        changed(
+            console("dashboard:members"),
+            lambda w: (
+                not Membership.objects.filter(project=w.team.project, user=w.team.viewer).exists()
+            ),
+            "member.remove",
+        ),
+    ),
+    "dashboard:api_keys": Row("get", "admin", console_page),
+    "dashboard:api_key_create": Row(
+        "post", "admin", key_created, data={"name": "matrix key", "scope": "agent"}
+    ),
+    "dashboard:api_key_revoke": Row(
+        "post",
+        "admin",
+        changed(
+            console("dashboard:api_keys"),
+            lambda w: ApiKey.objects.get(pk=w.api_key.pk).revoked_at is not None,
+            "api_key.revoke",
+        ),
+    ),
+    "dashboard:audit_log": Row("get", "admin", console_page),
     "tasks:detail": Row("get", "viewer", page),
 }
 
@@ -457,6 +569,13 @@ def test_the_matrix(team, session, name, persona):
     world = World(team=team, session=session, task=make_task(team.project))
     if "handoff_id" in URLS[name] or name == "dashboard:handoff_queue":
         world.handoff = open_handoff(make_session(team.project, title="asks for a person"))
+    world = World(
+        team=team,
+        session=session,
+        task=make_task(team.project),
+        api_key=make_api_key(team.project)[0],
+        stranger=make_user(),
+    )
     if row.prepare:
         row.prepare(world)
     if row.prepare_holder:

@@ -38,6 +38,19 @@ def test_it_announces_a_transition_to_the_task_and_task_list_groups_after_commit
     task = make_task(project)
     with django_capture_on_commit_callbacks(execute=True):
         transition_task(task, "sent_for_review", actor=TESTER)
+    # The transition's audit row is announced to the audit log page too (its own group).
+    audit = [(groups, msg) for groups, msg in sent if msg["type"] == "audit.recorded"]
+    assert audit == [
+        (
+            [f"project-{project.pk}-audit"],
+            {
+                "type": "audit.recorded",
+                "project_id": project.pk,
+                "entry_id": audit[0][1]["entry_id"],
+            },
+        )
+    ]
+    sent = [item for item in sent if item not in audit]
     assert sent == [
         (
             [f"task-{task.pk}", f"project-{project.pk}-tasks"],

@@ -65,7 +65,7 @@ def test_a_rolled_back_change_leaves_no_delivery(project):
 def test_the_delivery_job_is_kicked_only_after_commit_and_only_with_deliveries(
     project, django_capture_on_commit_callbacks
 ):
-    from core.services.webhooks import kick_delivery_job
+    from core.domain_events import kick_delivery_job
 
     session = make_session(project)
     with django_capture_on_commit_callbacks() as callbacks:

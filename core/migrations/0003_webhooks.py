@@ -9,7 +9,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("core", "0001_initial"),
+        ("core", "0002_api_key_scope_expiry_audit_index"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

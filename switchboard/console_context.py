@@ -1,0 +1,85 @@
+"""What the console pages render: their section navigation, and audit entries with a link to
+what each one is about (the composing app knows every app's pages)."""
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.urls import reverse
+
+from core.models import AuditEntry, Membership, Project, Role
+
+
+@dataclass(frozen=True)
+class Section:
+    key: str
+    label: str
+    url: str
+
+
+def settings_sections(membership: Membership) -> list[Section]:
+    """The console's sections the member may open (the others are not shown)."""
+    project_id = membership.project_id
+    sections = [
+        Section("settings", "General", reverse("dashboard:project_settings", args=[project_id])),
+        Section("members", "Members", reverse("dashboard:members", args=[project_id])),
+    ]
+    if membership.has_role(Role.ADMIN):
+        sections += [
+            Section("keys", "API keys", reverse("dashboard:api_keys", args=[project_id])),
+            Section("audit", "Audit log", reverse("dashboard:audit_log", args=[project_id])),
+        ]
+    return sections
+
+
+# Suggestions for the audit log's filters (any value may be typed; these are the ones the
+# services write today).
+KNOWN_ACTIONS = [
+    "api_key.create",
+    "api_key.revoke",
+    "member.add",
+    "member.role",
+    "member.remove",
+    "project.create",
+    "project.rename",
+    "session.open",
+    "session.fork",
+    "session.export",
+    "session.paused",
+    "session.resumed",
+    "session.closed",
+    "session.archived",
+    "task.create",
+    "task.transition",
+    "task.link",
+    "task.unlink",
+    "workflow.register",
+]
+KNOWN_TARGET_TYPES = ["api_key", "membership", "project", "session", "task", "workflow"]
+
+
+def _uuid(value: str) -> str | None:
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        return None
+
+
+def audit_target_url(project: Project, entry: AuditEntry) -> str | None:
+    """The page of what `entry` is about, when there is one."""
+    kind, target = entry.target_type, entry.target_id
+    if kind == "session" and _uuid(target):
+        return reverse("dashboard:session_detail", args=[target])
+    if kind == "task" and _uuid(target):
+        return reverse("tasks:detail", args=[target])
+    if kind == "api_key":
+        return f"{reverse('dashboard:api_keys', args=[project.pk])}#key-{target}"
+    if kind == "membership":
+        return f"{reverse('dashboard:members', args=[project.pk])}#member-{target}"
+    if kind == "project":
+        return reverse("dashboard:project_settings", args=[project.pk])
+    return None
+
+
+def audit_rows(project: Project, entries: list[AuditEntry]) -> list[dict[str, Any]]:
+    return [{"entry": e, "target_url": audit_target_url(project, e)} for e in entries]

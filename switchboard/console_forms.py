@@ -1,0 +1,127 @@
+"""Input of the project console (settings, members, API keys, audit log): parsed by forms,
+invalid → 400 with the form's messages, nothing done. The rules themselves (last admin, unique
+names, expiry in the future) live in the services; the views show their refusals the same way.
+"""
+
+from typing import Any
+
+from django import forms
+
+from core.errors import InvalidInput
+from core.models import ApiKey, KeyScope, Project, Role
+from core.queries import AuditFilters
+from switchboard.forms import DATETIME_FORMATS, LOCAL_FORMAT
+
+MAX_ID = 2**63 - 1
+
+
+def _datetime_field(label: str, **kwargs: Any) -> forms.DateTimeField:
+    return forms.DateTimeField(
+        label=label,
+        required=False,
+        input_formats=DATETIME_FORMATS,
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format=LOCAL_FORMAT),
+        **kwargs,
+    )
+
+
+class ProjectNameForm(forms.Form):
+    name = forms.CharField(
+        label="Project name", max_length=Project._meta.get_field("name").max_length, strip=True
+    )
+
+
+class NewProjectForm(ProjectNameForm):
+    pass
+
+
+class MemberAddForm(forms.Form):
+    user = forms.CharField(
+        label="Username or e-mail",
+        max_length=254,
+        strip=True,
+        widget=forms.TextInput(attrs={"placeholder": "alice or alice@example.com"}),
+    )
+    role = forms.ChoiceField(label="Role", choices=Role.choices, initial=Role.VIEWER)
+
+
+class MemberRoleForm(forms.Form):
+    role = forms.ChoiceField(label="Role", choices=Role.choices)
+
+
+class ApiKeyCreateForm(forms.Form):
+    name = forms.CharField(
+        label="Name",
+        max_length=ApiKey._meta.get_field("name").max_length,
+        strip=True,
+        widget=forms.TextInput(attrs={"placeholder": "e.g. support-bot production"}),
+    )
+    scope = forms.ChoiceField(
+        label="Scope",
+        choices=[
+            (KeyScope.AGENT, "Agent: sessions, tasks and handoffs"),
+            (KeyScope.ADMIN, "Admin: also project settings, retention, holds, webhooks"),
+        ],
+        initial=KeyScope.AGENT,
+    )
+    expires_at = _datetime_field(
+        "Expires (UTC, optional)", help_text="Leave empty for a key that does not expire."
+    )
+
+
+class AuditFilterForm(forms.Form):
+    """The audit log's filters; the URL carries them, so a filtered view can be shared."""
+
+    actor = forms.CharField(
+        label="Actor",
+        required=False,
+        max_length=150,
+        strip=True,
+        widget=forms.TextInput(attrs={"placeholder": "user:alice or key:1a2b3c4d"}),
+    )
+    action = forms.CharField(
+        label="Action",
+        required=False,
+        max_length=50,
+        strip=True,
+        widget=forms.TextInput(attrs={"placeholder": "e.g. api_key.revoke", "list": "actions"}),
+    )
+    target_type = forms.CharField(
+        label="Target type",
+        required=False,
+        max_length=50,
+        strip=True,
+        widget=forms.TextInput(attrs={"placeholder": "e.g. session", "list": "target-types"}),
+    )
+    after = _datetime_field("From (UTC)")
+    before = _datetime_field("Until (UTC)")
+    cursor = forms.IntegerField(
+        required=False, min_value=1, max_value=MAX_ID, widget=forms.HiddenInput
+    )
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        after, before = cleaned.get("after"), cleaned.get("before")
+        if after and before and after >= before:
+            raise forms.ValidationError("“From” must be earlier than “Until”.")
+        return cleaned
+
+    def to_filters(self) -> AuditFilters:
+        data = self.cleaned_data
+        return AuditFilters(
+            actor=data.get("actor") or "",
+            action=data.get("action") or "",
+            target_type=data.get("target_type") or "",
+            after=data.get("after"),
+            before=data.get("before"),
+        )
+
+    @property
+    def is_filtered(self) -> bool:
+        data = self.cleaned_data
+        return any(data.get(k) for k in ("actor", "action", "target_type", "after", "before"))
+
+
+def refused(form: forms.Form, error: InvalidInput | Exception) -> None:
+    """Show a service's refusal among the form's errors."""
+    form.add_error(None, str(getattr(error, "message", error)))

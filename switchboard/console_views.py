@@ -1,0 +1,334 @@
+"""The project console: settings, members, API keys and the audit log. Parse, authorise
+(core.pages.project_for with the role each page needs), call a service, render.
+
+Who may do what: every member reads the settings and the member list; admins rename the
+project, manage members and keys, and read the audit log. A refused change (the last admin, a
+duplicate member, an unknown user, an expiry in the past) re-renders its page with the
+service's message and the status of the refusal (400, or 409 for a conflict): nothing changed.
+"""
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.vary import vary_on_headers
+
+from core.actors import Actor
+from core.errors import Conflict, DomainError, NotFound
+from core.models import ApiKey, Membership, Role
+from core.pages import base_context, form_errors, htmx_partial_for, project_for, user_projects
+from core.queries import filter_audit, page_audit, project_api_keys, project_members
+from core.services.members import (
+    add_project_member,
+    change_member_role,
+    find_user,
+    remove_member,
+)
+from core.services.projects import create_api_key, create_project, rename_project, revoke_api_key
+from switchboard.console_context import (
+    KNOWN_ACTIONS,
+    KNOWN_TARGET_TYPES,
+    audit_rows,
+    settings_sections,
+)
+from switchboard.console_forms import (
+    ApiKeyCreateForm,
+    AuditFilterForm,
+    MemberAddForm,
+    MemberRoleForm,
+    NewProjectForm,
+    ProjectNameForm,
+)
+
+AUDIT_PER_PAGE = 50
+SETTINGS_PAGE = "switchboard/project_settings.html"
+MEMBERS_PAGE = "switchboard/members.html"
+KEYS_PAGE = "switchboard/api_keys.html"
+AUDIT_PAGE = "switchboard/audit_log.html"
+NEW_PROJECT_PAGE = "switchboard/new_project.html"
+
+
+def _actor(request: HttpRequest) -> Actor:
+    return Actor.for_user(request.user)  # type: ignore[arg-type]
+
+
+def _refusal_status(error: DomainError) -> int:
+    return 409 if isinstance(error, Conflict) else 400
+
+
+def _console_context(request: HttpRequest, membership: Membership, section: str) -> dict[str, Any]:
+    context = base_context(request, membership, "settings")
+    context["section"] = section
+    context["sections"] = settings_sections(membership)
+    return context
+
+
+# --- Settings ---------------------------------------------------------------------------------
+
+
+def _settings_page(
+    request: HttpRequest, membership: Membership, form: ProjectNameForm | None, status: int = 200
+) -> HttpResponse:
+    context = _console_context(request, membership, "settings")
+    context["form"] = form or ProjectNameForm(initial={"name": membership.project.name})
+    context["errors"] = form_errors(form) if form is not None else []
+    return render(request, SETTINGS_PAGE, context, status=status)
+
+
+@require_GET
+@login_required
+def project_settings(request: HttpRequest, project_id: int) -> HttpResponse:
+    membership = project_for(request, project_id)
+    return _settings_page(request, membership, None)
+
+
+@require_POST
+@login_required
+def project_rename(request: HttpRequest, project_id: int) -> HttpResponse:
+    membership = project_for(request, project_id, Role.ADMIN)
+    form = ProjectNameForm(request.POST)
+    if not form.is_valid():
+        return _settings_page(request, membership, form, 400)
+    try:
+        rename_project(membership.project, name=form.cleaned_data["name"], actor=_actor(request))
+    except DomainError as error:
+        form.add_error(None, error.message)
+        return _settings_page(request, membership, form, _refusal_status(error))
+    messages.success(request, "Project renamed.")
+    return redirect("dashboard:project_settings", project_id)
+
+
+# --- Members ----------------------------------------------------------------------------------
+
+
+def _members_page(
+    request: HttpRequest,
+    membership: Membership,
+    form: MemberAddForm | None = None,
+    errors: list[str] | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    context = _console_context(request, membership, "members")
+    context["members"] = project_members(membership.project)
+    context["add_form"] = form or MemberAddForm()
+    context["errors"] = errors if errors is not None else (form_errors(form) if form else [])
+    context["roles"] = Role.choices
+    return render(request, MEMBERS_PAGE, context, status=status)
+
+
+def _member_of(membership: Membership, member_id: int) -> Membership:
+    """A member of the page's project (404 for any other id: nothing leaks across projects)."""
+    if not 0 < member_id < 2**63:
+        raise NotFound("Member not found.")
+    member = (
+        Membership.objects.select_related("user", "project")
+        .filter(pk=member_id, project_id=membership.project_id)
+        .first()
+    )
+    if member is None:
+        raise NotFound("Member not found.")
+    return member
+
+
+@require_GET
+@login_required
+def members(request: HttpRequest, project_id: int) -> HttpResponse:
+    membership = project_for(request, project_id)
+    return _members_page(request, membership)
+
+
+@require_POST
+@login_required
+def member_add(request: HttpRequest, project_id: int) -> HttpResponse:
+    membership = project_for(request, project_id, Role.ADMIN)
+    form = MemberAddForm(request.POST)
+    if not form.is_valid():
+        return _members_page(request, membership, form, status=400)
+    try:
+        user = find_user(form.cleaned_data["user"])
+        add_project_member(
+            membership.project, user, role=form.cleaned_data["role"], actor=_actor(request)
+        )
+    except DomainError as error:
+        form.add_error(None, error.message)
+        return _members_page(request, membership, form, status=_refusal_status(error))
+    messages.success(request, f"{user.get_username()} added as {form.cleaned_data['role']}.")
+    return redirect("dashboard:members", project_id)
+
+
+@require_POST
+@login_required
+def member_role(request: HttpRequest, project_id: int, member_id: int) -> HttpResponse:
+    membership = project_for(request, project_id, Role.ADMIN)
+    member = _member_of(membership, member_id)
+    form = MemberRoleForm(request.POST)
+    if not form.is_valid():
+        return _members_page(request, membership, errors=form_errors(form), status=400)
+    try:
+        change_member_role(member, role=form.cleaned_data["role"], actor=_actor(request))
+    except DomainError as error:
+        return _members_page(
+            request, membership, errors=[error.message], status=_refusal_status(error)
+        )
+    messages.success(request, f"{member.user.get_username()} is now {member.role}.")
+    if member.user_id == request.user.pk and member.role != Role.ADMIN:
+        return redirect("dashboard:overview", project_id)  # no longer allowed on this page's forms
+    return redirect("dashboard:members", project_id)
+
+
+@require_POST
+@login_required
+def member_remove(request: HttpRequest, project_id: int, member_id: int) -> HttpResponse:
+    membership = project_for(request, project_id, Role.ADMIN)
+    member = _member_of(membership, member_id)
+    try:
+        remove_member(member, actor=_actor(request))
+    except DomainError as error:
+        return _members_page(
+            request, membership, errors=[error.message], status=_refusal_status(error)
+        )
+    messages.success(request, f"{member.user.get_username()} removed from the project.")
+    if member.user_id == request.user.pk and not request.user.is_superuser:  # type: ignore[union-attr]
+        return redirect("dashboard:home")
+    return redirect("dashboard:members", project_id)
+
+
+# --- API keys ---------------------------------------------------------------------------------
+
+
+def _keys_page(
+    request: HttpRequest,
+    membership: Membership,
+    form: ApiKeyCreateForm | None = None,
+    *,
+    created: tuple[ApiKey, str] | None = None,
+    errors: list[str] | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    context = _console_context(request, membership, "keys")
+    context["keys"] = project_api_keys(membership.project)
+    context["form"] = form or ApiKeyCreateForm()
+    context["errors"] = errors if errors is not None else (form_errors(form) if form else [])
+    if created is not None:
+        context["created_key"], context["secret"] = created
+    return render(request, KEYS_PAGE, context, status=status)
+
+
+@require_GET
+@login_required
+def api_keys(request: HttpRequest, project_id: int) -> HttpResponse:
+    membership = project_for(request, project_id, Role.ADMIN)
+    return _keys_page(request, membership)
+
+
+@never_cache  # the answer holds the key's secret: no cache may keep it
+@require_POST
+@login_required
+def api_key_create(request: HttpRequest, project_id: int) -> HttpResponse:
+    membership = project_for(request, project_id, Role.ADMIN)
+    form = ApiKeyCreateForm(request.POST)
+    if not form.is_valid():
+        return _keys_page(request, membership, form, status=400)
+    try:
+        created = create_api_key(
+            membership.project,
+            name=form.cleaned_data["name"],
+            scope=form.cleaned_data["scope"],
+            expires_at=form.cleaned_data.get("expires_at"),
+            actor=_actor(request),
+        )
+    except DomainError as error:
+        form.add_error(None, error.message)
+        return _keys_page(request, membership, form, status=_refusal_status(error))
+    # Rendered, not redirected: the secret is in this one answer and nowhere else.
+    return _keys_page(request, membership, created=created, status=201)
+
+
+@require_POST
+@login_required
+def api_key_revoke(request: HttpRequest, project_id: int, key_id: int) -> HttpResponse:
+    membership = project_for(request, project_id, Role.ADMIN)
+    api_key = (
+        ApiKey.objects.filter(pk=key_id, project_id=membership.project_id).first()
+        if 0 < key_id < 2**63
+        else None
+    )
+    if api_key is None:
+        raise NotFound("API key not found.")
+    revoke_api_key(api_key, actor=_actor(request))
+    messages.success(request, f"Key {api_key.prefix} revoked: requests with it now answer 401.")
+    return redirect("dashboard:api_keys", project_id)
+
+
+# --- Audit log --------------------------------------------------------------------------------
+
+
+@require_GET
+@login_required
+@vary_on_headers("HX-Request")
+def audit_log(request: HttpRequest, project_id: int) -> HttpResponse:
+    membership = project_for(request, project_id, Role.ADMIN)
+    project = membership.project
+    form = AuditFilterForm(request.GET)
+    partial = htmx_partial_for(request, "audit-results")
+    template = AUDIT_PAGE + (f"#{partial}" if partial else "")
+    context = _console_context(request, membership, "audit")
+    context.update(
+        {"form": form, "known_actions": KNOWN_ACTIONS, "known_target_types": KNOWN_TARGET_TYPES}
+    )
+    if not form.is_valid():
+        context["errors"] = form_errors(form)
+        return render(request, template, context, status=400)
+    cursor = form.cleaned_data.get("cursor")
+    entries, next_id = page_audit(
+        filter_audit(project, form.to_filters()), before_id=cursor, limit=AUDIT_PER_PAGE
+    )
+    params = request.GET.copy()
+    params.pop("cursor", None)
+    first_query = params.urlencode()
+    if next_id:
+        params["cursor"] = str(next_id)
+    context.update(
+        {
+            "entries": audit_rows(project, entries),
+            "first_query": first_query,
+            "next_query": params.urlencode() if next_id else "",
+            "is_first_page": cursor is None,
+            "is_filtered": form.is_filtered,
+            "ws_url": f"/ws/projects/{project.pk}/audit/?{request.GET.urlencode()}",
+        }
+    )
+    return render(request, template, context)
+
+
+# --- New project ------------------------------------------------------------------------------
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def new_project(request: HttpRequest) -> HttpResponse:
+    """Any signed-in person may start a project; they become its first admin."""
+    form = NewProjectForm(request.POST if request.method == "POST" else None)
+    status = 200
+    if request.method == "POST":
+        if form.is_valid():
+            try:
+                project = create_project(form.cleaned_data["name"], creator=request.user)  # type: ignore[arg-type]
+            except DomainError as error:
+                form.add_error(None, error.message)
+                status = _refusal_status(error)
+            else:
+                messages.success(request, f"Project {project.name} created; you are its admin.")
+                return redirect("dashboard:overview", project.pk)
+        else:
+            status = 400
+    context = {
+        "form": form,
+        "errors": form_errors(form) if form.is_bound else [],
+        "user_projects": user_projects(request.user),  # type: ignore[arg-type]
+    }
+    return render(request, NEW_PROJECT_PAGE, context, status=status)

@@ -1,0 +1,162 @@
+"""The Django admin: every model of the apps registered (Event excepted: the admin refuses
+composite primary keys), each list with filters and search answering, read-only models
+unwritable, an API key's hash shown nowhere, and changes with rules made through the services."""
+
+import pytest
+from django.apps import apps
+from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.urls import reverse
+
+from core.actors import Actor
+from core.models import ApiKey, AuditEntry, Membership, Project, Role
+from sessions_app.models import Event, Session, Snapshot
+from sessions_app.services.events import EventDraft, append_events
+from sessions_app.services.state import take_snapshot
+from tasks_app.models import TaskHistory
+from tasks_app.services.signals import deliver_signal
+from tests.factories import make_api_key, make_member, make_project, make_session, make_task
+
+APPS = ("core", "sessions_app", "tasks_app")
+NOT_REGISTERED = {Event}  # composite primary key (session_id, seq): see sessions_app/admin.py
+READ_ONLY = {
+    "auditentry",
+    "outboxmessage",
+    "session",
+    "snapshot",
+    "task",
+    "step",
+    "tasksession",
+    "taskhistory",
+    "tasksignal",
+    "workflowdefinition",
+}
+
+
+@pytest.fixture
+def staff(db) -> Client:
+    root = get_user_model().objects.create_superuser("staff", "staff@example.com", "pw")
+    client = Client()
+    client.force_login(root)
+    return client
+
+
+@pytest.fixture
+def data(db):
+    project = make_project("Acme")
+    admin_user = make_member(project, Role.ADMIN, "alice")
+    make_member(project, Role.VIEWER, "victor")
+    key, raw = make_api_key(project, name="bot")
+    session = make_session(project, title="Refund")
+    append_events(
+        session,
+        [EventDraft(kind="message", role="user", content={"text": "hello there"})],
+        actor=Actor.system("t"),
+    )
+    take_snapshot(session, 1, reason="manual")
+    task = make_task(project, session_ids=[str(session.pk)])
+    deliver_signal(task, "reviewer_answered", actor=Actor.system("t"), payload={"ok": True})
+    return {"project": project, "admin": admin_user, "key": key, "raw": raw, "session": session}
+
+
+def models():
+    return [m for label in APPS for m in apps.get_app_config(label).get_models()]
+
+
+def test_every_model_is_registered_but_event():
+    missing = {m for m in models() if not admin.site.is_registered(m)}
+    assert missing == NOT_REGISTERED
+
+
+@pytest.mark.parametrize(
+    "model", [m for m in models() if m not in NOT_REGISTERED], ids=lambda m: m._meta.label
+)
+def test_each_list_searches_filters_and_opens_a_row(staff, data, model):
+    opts = model._meta
+    changelist = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
+    model_admin = admin.site._registry[model]
+    assert model_admin.list_filter or model_admin.search_fields, opts.label
+    response = staff.get(changelist)
+    assert response.status_code == 200
+    if model_admin.search_fields:
+        assert staff.get(changelist, {"q": "Acme"}).status_code == 200
+    obj = model.objects.first()
+    assert obj is not None, f"no {opts.label} in the fixture"
+    change = reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk])
+    page = staff.get(change)
+    assert page.status_code == 200
+    if opts.model_name in READ_ONLY:
+        assert not model_admin.has_add_permission(None)
+        assert b'name="_save"' not in page.content
+        add = reverse(f"admin:{opts.app_label}_{opts.model_name}_add")
+        assert staff.get(add).status_code == 403
+
+
+def test_an_api_keys_hash_is_shown_nowhere(staff, data):
+    key = data["key"]
+    stored = ApiKey.objects.get(pk=key.pk).hashed_secret
+    changelist = staff.get(reverse("admin:core_apikey_changelist")).content.decode()
+    change = staff.get(reverse("admin:core_apikey_change", args=[key.pk])).content.decode()
+    for page in (changelist, change):
+        assert stored not in page and "hashed_secret" not in page
+        assert key.prefix in page
+    assert staff.get(reverse("admin:core_apikey_add")).status_code == 403
+
+
+def test_the_revoke_action_revokes_through_the_service(staff, data):
+    key = data["key"]
+    response = staff.post(
+        reverse("admin:core_apikey_changelist"),
+        {"action": "revoke_keys", "_selected_action": [key.pk]},
+    )
+    assert response.status_code == 302
+    assert ApiKey.objects.get(pk=key.pk).revoked_at is not None
+    entry = AuditEntry.objects.get(action="api_key.revoke")
+    assert entry.actor == "user:staff"
+
+
+def test_the_last_admin_cannot_be_demoted_or_deleted_in_the_admin(staff, data):
+    alice = Membership.objects.get(user=data["admin"])
+    url = reverse("admin:core_membership_change", args=[alice.pk])
+    response = staff.post(url, {"role": "viewer"})
+    assert response.status_code == 200  # the form again, with the error
+    assert b"last admin of the project" in response.content
+    assert Membership.objects.get(pk=alice.pk).role == Role.ADMIN
+    delete = reverse("admin:core_membership_delete", args=[alice.pk])
+    assert staff.post(delete, {"post": "yes"}).status_code == 403
+    assert Membership.objects.filter(pk=alice.pk).exists()
+
+
+def test_a_member_added_and_a_project_renamed_in_the_admin_are_audited(staff, data):
+    project = data["project"]
+    newcomer = get_user_model().objects.create_user("newcomer", password="pw")
+    response = staff.post(
+        reverse("admin:core_membership_add"),
+        {"project": project.pk, "user": newcomer.pk, "role": "operator"},
+    )
+    assert response.status_code == 302, response.content
+    assert Membership.objects.get(project=project, user=newcomer).role == Role.OPERATOR
+    response = staff.post(
+        reverse("admin:core_project_change", args=[project.pk]),
+        {
+            "name": "Acme Ltd",
+            "memberships-TOTAL_FORMS": "0",
+            "memberships-INITIAL_FORMS": "0",
+            "memberships-MIN_NUM_FORMS": "0",
+            "memberships-MAX_NUM_FORMS": "1000",
+        },
+    )
+    assert response.status_code == 302, response.content
+    assert Project.objects.get(pk=project.pk).name == "Acme Ltd"
+    actions = set(AuditEntry.objects.filter(project=project).values_list("action", flat=True))
+    assert {"member.add", "project.rename"} <= actions
+
+
+def test_a_sessions_page_lists_its_latest_events(staff, data):
+    session = data["session"]
+    page = staff.get(reverse("admin:sessions_app_session_change", args=[session.pk]))
+    assert b"hello there" in page.content
+    assert reverse("dashboard:session_detail", args=[session.pk]).encode() in page.content
+    assert Session.objects.get(pk=session.pk).head_seq == 1
+    assert Snapshot.objects.exists() and TaskHistory.objects.exists()
