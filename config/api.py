@@ -98,7 +98,10 @@ api = NinjaAPI(
 
 @api.exception_handler(DomainError)
 def domain_error(request: HttpRequest, exc: DomainError) -> HttpResponse:
-    return error_response(exc.status, exc.code, exc.message, exc.detail)
+    response = error_response(exc.status, exc.code, exc.message, exc.detail)
+    if exc.retry_after is not None:
+        response["Retry-After"] = str(exc.retry_after)
+    return response
 
 
 @api.exception_handler(ValidationError)

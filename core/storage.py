@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import connection
+import psycopg
+from django.db import connection, connections
 from django.db.models import Field, Model
 
 from .models import ApiKey, Project
@@ -87,3 +88,19 @@ def applied_migrations(conn: Any) -> set[tuple[str, str]]:
     with conn.cursor() as cursor:
         cursor.execute("SELECT app, name FROM django_migrations")
         return {(str(app), str(name)) for app, name in cursor.fetchall()}
+
+
+async def open_async_connection(*, connect_timeout: int = 2) -> psycopg.AsyncConnection[Any]:
+    """A new psycopg AsyncConnection to the default database, outside Django's pool.
+
+    For work that must wait on the database without holding a thread (the streamed export):
+    the ORM's connections live in the thread-sensitive sync thread. Built from DATABASES with
+    Django's own parameters and type adapters (timestamps in UTC, as the ORM returns them), so
+    rows read here equal rows read through `connection.cursor()`. Not in a transaction until
+    the first statement; closing it ends everything it held (session advisory locks included).
+    libpq counts connect_timeout in whole seconds, 2 at least.
+    """
+    params = connections["default"].get_connection_params()
+    params.pop("cursor_factory", None)  # Django's sync cursor class; the async default instead
+    params.setdefault("connect_timeout", max(2, connect_timeout))
+    return await psycopg.AsyncConnection.connect(**params)
