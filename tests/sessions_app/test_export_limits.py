@@ -7,6 +7,7 @@ The export reads through its own connection (the rows must be committed: transac
 import json
 import socket
 import time
+from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
@@ -16,6 +17,7 @@ from django.test import override_settings
 from core.actors import Actor
 from core.models import AuditEntry
 from sessions_app import storage
+from sessions_app.models import Event, Session
 from sessions_app.queries import event_row_to_json, iter_events_json
 from sessions_app.services.events import EventDraft, append_events
 from sessions_app.services.sessions import fork_session
@@ -73,6 +75,31 @@ def test_it_exports_byte_for_byte_what_the_orm_side_reader_gives(api, project):
         EventDraft(kind="state", content={"a": {"b": None}}),
     ]
     append_events(parent, drafts, actor=actor)
+    # Timestamps as the loader of bench/ingest.py writes them: whole seconds (isoformat() then
+    # has no fraction), and a fraction with trailing zeros (it keeps all six digits).
+    head = parent.head_seq  # 2,602
+    storage.insert_events(
+        [
+            Event(
+                session_id=parent.pk,
+                seq=head + 1,
+                kind="note",
+                tier="transient",
+                content={"t": 1},
+                created_at=datetime(2025, 1, 1, 0, 0, 1, tzinfo=UTC),
+            ),
+            Event(
+                session_id=parent.pk,
+                seq=head + 2,
+                kind="note",
+                tier="transient",
+                content={"t": 2},
+                created_at=datetime(2025, 1, 1, 0, 0, 2, 120000, tzinfo=UTC),
+            ),
+        ]
+    )
+    Session.objects.filter(pk=parent.pk).update(head_seq=head + 2)
+    parent.refresh_from_db()
     fork = fork_session(parent, at_seq=2500, actor=actor)
     append_events(fork, [EventDraft(kind="note", content={"f": 1})], actor=actor)
 
@@ -82,6 +109,9 @@ def test_it_exports_byte_for_byte_what_the_orm_side_reader_gives(api, project):
         body = read_all(response)
         assert body == orm_side_export(session)
         assert body.count(b"\n") == session.head_seq
+        if session is parent:
+            assert b'"created_at":"2025-01-01T00:00:01+00:00"' in body
+            assert b'"created_at":"2025-01-01T00:00:02.120000+00:00"' in body
     lines = [json.loads(line) for line in body.decode().splitlines()]
     assert lines[2499]["session_id"] == str(parent.pk)  # a fork includes its parent's prefix
     assert lines[2500] == {**lines[2500], "seq": 2501, "session_id": str(fork.pk)}
