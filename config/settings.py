@@ -167,11 +167,20 @@ if REDIS_URL:
             "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}]},
         }
     }
+    # The cache answers in well under a millisecond; its users (the API rate limit, the sign-in
+    # throttle, the overview's chart) carry on without it when it fails. A Redis that accepts
+    # connections but never answers (hung, paused, a black-holed network) must fail them fast
+    # too, not hang every request: redis-py waits forever by default.
+    _cache_timeout = env_int("REDIS_CACHE_TIMEOUT_MS", 500) / 1000
     CACHES = {
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": env_str("CACHE_KEY_PREFIX", "switchboard"),
+            "OPTIONS": {
+                "socket_connect_timeout": _cache_timeout,
+                "socket_timeout": _cache_timeout,
+            },
         }
     }
     CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)

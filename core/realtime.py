@@ -7,6 +7,7 @@ task list never hears of appends). ASCII and hyphens: channels' group-name rules
 Only core.domain_events sends: services publish domain events, never channel messages.
 """
 
+import asyncio
 import logging
 from typing import Any
 
@@ -20,6 +21,11 @@ logger = logging.getLogger(__name__)
 # During a Redis outage every write's send fails: one warning for the outage, not a traceback
 # per write (outboxed events are re-sent by the relay job; live-only ones are caught up on).
 _layer_outage = OutageLog(logger, "channel layer (live updates)")
+
+# Seconds a write's sends may take in all. The layer's socket timeout is long on purpose (its
+# receivers block 5 s waiting for messages, config/settings.py); a Redis that accepts
+# connections but never answers would otherwise hold every write for that long.
+SEND_TIMEOUT_SECONDS = 1.0
 
 
 def session_group(session_id: object) -> str:
@@ -43,9 +49,14 @@ def send_to_groups(groups: list[str], message: dict[str, Any]) -> bool:
     layer = get_channel_layer()
     if layer is None:
         return True
+
+    async def send_all() -> None:
+        async with asyncio.timeout(SEND_TIMEOUT_SECONDS):
+            for group in groups:
+                await layer.group_send(group, message)
+
     try:
-        for group in groups:
-            async_to_sync(layer.group_send)(group, message)
+        async_to_sync(send_all)()
     except Exception as exc:
         _layer_outage.failed(exc)
         return False

@@ -6,6 +6,8 @@ listens on; the shared Redis other suites use is never touched."""
 
 import logging
 import shutil
+import socket
+import time
 from datetime import timedelta
 
 import httpx
@@ -194,3 +196,48 @@ def test_signing_in_works_while_the_sign_in_throttle_store_is_down(db, settings,
         assert right.status_code == 302  # the password is still checked, and it is right
     warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) == 1 and "sign-in throttle" in warnings[0].getMessage()
+
+
+@pytest.mark.slow
+def test_a_hung_redis_does_not_hang_requests(transactional_db, team: Team):
+    """A Redis that accepts connections and never answers (hung, SIGSTOPped, black-holed):
+    the rate limit, an append's live notice and the overview give up on it within their
+    timeouts (the cache's, core.realtime's) and carry on."""
+    session = make_session(team.project)
+    raw = make_api_key(team.project)[1]
+    client = team.client("viewer")
+    cookie = client.cookies[django_settings.SESSION_COOKIE_NAME].value
+    with socket.socket() as hung:
+        hung.bind(("127.0.0.1", 0))
+        hung.listen(1)  # the kernel completes a handshake or two; nobody ever reads or answers
+        url = f"redis://127.0.0.1:{hung.getsockname()[1]}/0"
+        with asgi_server(SWITCHBOARD_API_RATE_PER_MINUTE="3", REDIS_URL=url) as base_url:
+            api = httpx.Client(
+                base_url=f"{base_url}/api/v1",
+                headers={"Authorization": f"Bearer {raw}"},
+                timeout=60,
+            )
+            for _ in range(5):  # beyond the limit: a limiter that cannot count lets them through
+                started = time.monotonic()
+                response = api.get(f"/sessions/{session.pk}")
+                assert response.status_code == 200, response.text[:300]
+                assert time.monotonic() - started < 3, "the rate limit waited on the hung Redis"
+            # An append commits, and its live notice gives up on the hung channel layer.
+            started = time.monotonic()
+            response = api.post(
+                f"/sessions/{session.pk}/events", json={"events": [{"kind": "note"}]}
+            )
+            assert response.status_code == 201, response.text[:300]
+            assert time.monotonic() - started < 3, "the append waited on the hung Redis"
+
+            dashboard = httpx.Client(
+                base_url=base_url,
+                cookies={django_settings.SESSION_COOKIE_NAME: cookie},
+                timeout=60,
+            )
+            for _ in range(2):
+                started = time.monotonic()
+                response = dashboard.get(reverse("dashboard:overview", args=[team.project.pk]))
+                assert response.status_code == 200
+                assert 'id="events-chart"' in response.text
+                assert time.monotonic() - started < 3, "the overview waited on the hung Redis"
