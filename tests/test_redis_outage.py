@@ -241,3 +241,48 @@ def test_a_hung_redis_does_not_hang_requests(transactional_db, team: Team):
                 assert response.status_code == 200
                 assert 'id="events-chart"' in response.text
                 assert time.monotonic() - started < 3, "the overview waited on the hung Redis"
+
+
+def test_a_socket_opened_while_redis_is_down_is_refused_with_one_warning(
+    transactional_db, team: Team, settings, tmp_path, caplog
+):
+    """No traceback (an ERROR per socket in the server's log): the handshake is refused, the
+    outage logged once however many pages try, and sockets work again when Redis is back."""
+    session = make_session(team.project)
+    cookie = team.client("viewer").cookies[django_settings.SESSION_COOKIE_NAME].value
+    headers = [
+        (b"origin", b"http://testserver"),
+        (b"host", b"testserver"),
+        (b"cookie", f"{django_settings.SESSION_COOKIE_NAME}={cookie}".encode()),
+    ]
+    paths = [
+        f"/ws/sessions/{session.pk}/?after_seq=0&rows=1",
+        f"/ws/projects/{team.project.pk}/?view=sessions",
+    ]
+    caplog.set_level(logging.INFO)
+
+    async def open_socket(path: str) -> tuple[bool, object]:
+        ws = WebsocketCommunicator(application, path, headers=headers)
+        connected, code = await ws.connect(timeout=10)
+        if connected:
+            await ws.disconnect()
+        else:
+            await ws.wait(timeout=10)  # the consumer has finished, whatever it raised
+        return connected, code
+
+    with private_redis(tmp_path) as redis:
+        redis_settings(settings, redis.url)
+        redis.stop()
+        for path in paths * 2:
+            connected, _ = async_to_sync(open_socket)(path)
+            assert not connected
+        errors = [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+        assert not errors, [r.getMessage() for r in errors]
+        warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(warnings) == 1, [r.getMessage() for r in warnings]
+        assert "live" in warnings[0].getMessage()
+
+        redis.start()
+        for path in paths:
+            connected, _ = async_to_sync(open_socket)(path)
+            assert connected
