@@ -148,7 +148,6 @@ class DashboardDomainErrorMiddleware:
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         from django.db import InterfaceError, OperationalError
         from django.shortcuts import render
-        from django.template.loader import render_to_string
 
         from core.errors import DomainError, InvalidInput
 
@@ -187,9 +186,24 @@ class DashboardDomainErrorMiddleware:
             if retry_after is not None:
                 response["Retry-After"] = str(retry_after)
             return response
+        return self.unavailable(template, context)
+
+    @classmethod
+    def unavailable(
+        cls, template: str = "errors/domain_error.html", context: dict[str, object] | None = None
+    ) -> HttpResponse:
+        """The friendly 503 page of a database outage, with Retry-After."""
+        from django.template.loader import render_to_string
+
+        context = context or {
+            "title": cls.TITLES[503],
+            "message": cls.UNAVAILABLE,
+            "hint": cls.HINTS[503],
+            "status": 503,
+        }
         # Without the request: its context processors read the signed-in user, from the database.
         response = HttpResponse(render_to_string(template, context), status=503)
-        response["Retry-After"] = str(self.RETRY_AFTER_SECONDS)
+        response["Retry-After"] = str(cls.RETRY_AFTER_SECONDS)
         return response
 
 

@@ -33,3 +33,7 @@ if CHANNEL_LAYERS["default"]["BACKEND"] == "channels_redis.core.RedisChannelLaye
 
 # WhiteNoise warns on every request when STATIC_ROOT is missing (tests never collectstatic).
 STATIC_ROOT.mkdir(exist_ok=True)  # noqa: F405
+# Static files from the app folders whatever DEBUG says, so a server a test runs with DEBUG off
+# (the production error pages) renders without a collectstatic manifest.
+STORAGES["staticfiles"] = {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}  # noqa: F405
+WHITENOISE_USE_FINDERS = True
