@@ -366,7 +366,10 @@ def main() -> int:
     out.write_text(json.dumps(results, indent=2))
     print()
     print(f"EXPORTS BENCHMARK  ({n_events:,}-event session; {server.label})")
-    print(f"  server from {ingest.SERVER_ROOT}; exports per project (slots): {slots}")
+    print(
+        f"  server from {ingest.SERVER_ROOT}, run with SWITCHBOARD_EXPORTS_PER_PROJECT={slots}"
+        " (a server without the limit ignores it)"
+    )
     print(f"  one export alone: {solo['s']:.2f} s")
     print(
         f"  appends idle          p50 {idle_s['p50']:7.2f} ms  p95 {idle_s['p95']:7.2f} ms"
