@@ -80,9 +80,9 @@ class World:
     team: Any
     session: Session
     task: Task
-    handoff: Any = None
     api_key: ApiKey
     stranger: Any  # a user in no project (to be added as a member)
+    handoff: Any = None
 
     @property
     def viewer_membership(self) -> Membership:
@@ -566,9 +566,6 @@ def test_every_dashboard_url_has_a_row_and_every_row_a_url():
 def test_the_matrix(team, session, name, persona):
     assert name in MATRIX, f"{name} has no row in MATRIX: decide who may use it"
     row = MATRIX[name]
-    world = World(team=team, session=session, task=make_task(team.project))
-    if "handoff_id" in URLS[name] or name == "dashboard:handoff_queue":
-        world.handoff = open_handoff(make_session(team.project, title="asks for a person"))
     world = World(
         team=team,
         session=session,
@@ -576,6 +573,8 @@ def test_the_matrix(team, session, name, persona):
         api_key=make_api_key(team.project)[0],
         stranger=make_user(),
     )
+    if "handoff_id" in URLS[name] or name == "dashboard:handoff_queue":
+        world.handoff = open_handoff(make_session(team.project, title="asks for a person"))
     if row.prepare:
         row.prepare(world)
     if row.prepare_holder:
