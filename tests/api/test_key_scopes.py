@@ -20,9 +20,9 @@ from core.actors import Actor
 from core.errors import InvalidInput
 from core.models import ApiKey, AuditEntry, KeyScope, Project
 from core.scopes import ApiKeyAuth, route_scope
+from core.services.projects import create_api_key
 from handoffs_app.api import WaitingKeyAuth
 from handoffs_app.models import Handoff
-from core.services.projects import create_api_key
 from sessions_app.models import Event, Session
 from sessions_app.services.events import EventDraft, append_events
 from tasks_app.models import Step, Task
