@@ -9,8 +9,8 @@ an outsider who is an admin of another project only. The rules:
   viewer → allowed to read, 403 on operator actions · operator and admin → allowed ·
   the webhooks pages → admins only (403 for viewers and operators, reads included).
   below the row's role → 403, nothing changed · at or above it → allowed.
-Console rows: settings and members are read by every member, changed by admins; API keys and
-the audit log are admin-only.
+Console rows: settings (the project's name and its handoff SLA settings) and members are read
+by every member, changed by admins; API keys, webhooks and the audit log are admin-only.
 """
 
 import itertools
@@ -37,7 +37,7 @@ from core.models import (
     WebhookEndpoint,
 )
 from core.services.webhooks import create_endpoint
-from handoffs_app.models import Handoff
+from handoffs_app.models import Handoff, HandoffSettings
 from handoffs_app.services.handoffs import claim_handoff, request_handoff_locked, take_over
 from sessions_app.models import Event, Session, Snapshot
 from sessions_app.services.lifecycle import pause_session
@@ -125,6 +125,9 @@ def snapshot() -> dict[str, Any]:
         "task_history": TaskHistory.objects.count(),
         "handoffs": sorted(
             Handoff.objects.values_list("pk", "status", "lease_holder_id", "lease_expires_at")
+        ),
+        "handoff_settings": sorted(
+            HandoffSettings.objects.values_list("project_id", "lease_seconds", "updated_at")
         ),
         "webhooks": sorted(WebhookEndpoint.objects.values_list("pk", "url", "active")),
         "deliveries": sorted(WebhookDelivery.objects.values_list("pk", "status", "attempts")),
@@ -497,6 +500,26 @@ MATRIX: dict[str, Row] = {
             "project.rename",
         ),
         data={"name": "renamed by matrix"},
+    ),
+    "dashboard:project_handoff_settings": Row(
+        "post",
+        "admin",
+        changed(
+            lambda w: (
+                reverse("dashboard:project_settings", args=[w.team.project.pk])
+                + "#handoff-settings"
+            ),
+            lambda w: HandoffSettings.objects.get(project=w.team.project).lease_seconds == 600,
+            "handoff.settings",
+        ),
+        data={
+            "question_due_minutes": 30,
+            "approval_due_minutes": 30,
+            "takeover_due_minutes": 15,
+            "budget_due_minutes": 60,
+            "expire_after_overdue_minutes": 24 * 60,
+            "lease_minutes": 10,
+        },
     ),
     "dashboard:members": Row("get", "viewer", console_page),
     "dashboard:member_add": Row(
