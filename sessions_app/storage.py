@@ -36,6 +36,18 @@ EVENT_FIELDS = (
     "created_at",
 )
 SLICE_KEYS = (*EVENT_FIELDS, "content_json")
+# Slice columns as the JSON response writes them, for rows that go straight to a client: the
+# text of the UUID, and the timestamp exactly as Python's `datetime.isoformat()` writes an aware
+# UTC one (microseconds only when there are any). Loading a timestamptz into a datetime and
+# formatting it again was about 40% of a 1,000-event slice's server time.
+WIRE_COLUMNS = {
+    "session_id": "session_id::text",
+    "created_at": (
+        "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS')"
+        " || CASE WHEN date_trunc('second', created_at) = created_at THEN ''"
+        " ELSE to_char(created_at AT TIME ZONE 'UTC', '.US') END || '+00:00'"
+    ),
+}
 
 
 def _session_db(field_name: str, value: Any) -> Any:
@@ -309,13 +321,18 @@ def segment_rows(
     tier: str | None,
     newest_first: bool,
     limit: int,
+    wire: bool = False,
 ) -> list[dict[str, Any]]:
     """Rows of one lineage segment with low < seq <= high, along the primary key.
 
     Each row has the fields of EVENT_FIELDS plus "content_json": the stored JSON text,
-    undecoded, so it can be spliced into a response as it is.
+    undecoded, so it can be spliced into a response as it is. With `wire`, "session_id" and
+    "created_at" are the text the response carries (WIRE_COLUMNS), made by the database.
     """
-    selected = ", ".join(connection.ops.quote_name(name) for name in EVENT_FIELDS)
+    selected = ", ".join(
+        (WIRE_COLUMNS.get(name) if wire else None) or connection.ops.quote_name(name)
+        for name in EVENT_FIELDS
+    )
     sql = [
         f"SELECT {selected}, content::text FROM {table(Event)} WHERE session_id = %s AND seq > %s"
     ]
