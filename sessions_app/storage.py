@@ -17,7 +17,7 @@ from uuid import UUID
 
 from django.db import connection
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import BooleanField, F, Field, Func
+from django.db.models import BooleanField, F, Field, Func, JSONField
 from django.db.models.sql.compiler import SQLCompiler
 
 from core.storage import column, column_name, concrete_field, instance_from_row, select_list, table
@@ -188,6 +188,28 @@ def allocate_seqs(
 COPY_FROM_ROWS = 8
 
 
+_PLAIN = (str, int, UUID)
+
+
+def _copy_converter(field: Field[Any, Any]) -> Any:
+    """A COPY (text format) value for `field` at less than `get_db_prep_save`'s cost, which
+    is about a tenth of a 100-event batch's server time: JSON is encoded as Django would
+    (json.dumps, no encoder) and read by PostgreSQL from the text; a str, int, UUID, aware
+    datetime or None goes as it is (what the field's preparation returns for those); anything
+    else takes the field's own preparation."""
+    if isinstance(field, JSONField) and field.encoder is None:
+        return lambda value: None if value is None else json.dumps(value)
+
+    def prepared(value: Any) -> Any:
+        if value is None or type(value) in _PLAIN:
+            return value
+        if type(value) is datetime and value.tzinfo is not None:
+            return value
+        return field.get_db_prep_save(value, connection)
+
+    return prepared
+
+
 def insert_events(events: list[Event]) -> None:
     """Write events that have their seqs: what `bulk_create` does, without its compilation.
 
@@ -203,10 +225,9 @@ def insert_events(events: list[Event]) -> None:
             connection.wrap_database_errors,
             cursor.cursor.copy(f"COPY {table(Event)} ({columns}) FROM STDIN") as copy,
         ):
+            converters = [(f.attname, _copy_converter(f)) for f in fields]
             for event in events:
-                copy.write_row(
-                    [f.get_db_prep_save(getattr(event, f.attname), connection) for f in fields]
-                )
+                copy.write_row([convert(getattr(event, name)) for name, convert in converters])
         return
     row = "(" + ", ".join(["%s"] * len(fields)) + ")"
     params = [
