@@ -177,7 +177,7 @@ class App:
         if self.layout == "core":
             from core import domain_events
 
-            domain_events.send_to_groups = lambda groups, message: True
+            domain_events.send_to_groups = lambda groups, message, **options: True
         else:
             from sessions_app import realtime
 

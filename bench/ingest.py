@@ -1369,7 +1369,7 @@ def service_appends(
     session = Session.objects.get(pk=session_id)
     actor = Actor(label="key:bench")
     original = domain_events.send_to_groups
-    domain_events.send_to_groups = lambda groups, message: True
+    domain_events.send_to_groups = lambda groups, message, **options: True
     samples: list[list[float]] = []
     try:
         for _ in range(rounds):

@@ -350,6 +350,12 @@ SWITCHBOARD_MAX_EVENT_BYTES = env_int("SWITCHBOARD_MAX_EVENT_BYTES", 256 * 1024)
 SWITCHBOARD_MAX_BATCH_EVENTS = env_int("SWITCHBOARD_MAX_BATCH_EVENTS", 1000)
 # A snapshot is taken automatically every N events, so state at any seq folds at most N events.
 SWITCHBOARD_SNAPSHOT_EVERY = env_int("SWITCHBOARD_SNAPSHOT_EVERY", 200)
+# Automatic snapshots are taken by a background thread of the appending process, after the
+# append's response (sessions_app/services/snapshots.py); false takes them after commit inside
+# the request. At most SWITCHBOARD_SNAPSHOT_BACKLOG wait per process: past that the request
+# takes its own, so a snapshot never lags the log by more than that many intervals.
+SWITCHBOARD_SNAPSHOT_IN_BACKGROUND = env_bool("SWITCHBOARD_SNAPSHOT_IN_BACKGROUND", True)
+SWITCHBOARD_SNAPSHOT_BACKLOG = env_int("SWITCHBOARD_SNAPSHOT_BACKLOG", 32)
 # Requests per minute per API key; 0 turns throttling off. 6000 (100/s on average): agents
 # append in bursts (a tool-calling loop posts each call and result as it happens, and one key
 # often serves many concurrent sessions), so the limit sits well above a busy key's real

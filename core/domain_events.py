@@ -88,12 +88,36 @@ def publish(event: DomainEvent) -> None:
         return
     if not connection.in_atomic_block:
         raise RuntimeError(f"publish({event.type}) must run inside the change's transaction")
-    message = OutboxMessage.objects.create(
+    message = _outbox_row(event, payload, groups)
+    message.save(force_insert=True)
+    outbox_written(event, message)
+
+
+def outbox_message(event: DomainEvent) -> OutboxMessage:
+    """The unsaved outbox row of an outboxed event without a webhook, for a caller that inserts
+    it in the same statement as its change (core.storage.insert_in_one_statement, which makes
+    the two commit together even in autocommit); then call `outbox_written`."""
+    if not event.outboxed or event.webhook_event() is not None:
+        raise RuntimeError(f"{event.type}: only outboxed events without webhooks go this way")
+    payload = event.payload()
+    json.dumps(payload)  # fail at the source if a payload is not JSON-safe
+    return _outbox_row(event, payload, event.groups())
+
+
+def _outbox_row(event: DomainEvent, payload: dict[str, Any], groups: list[str]) -> OutboxMessage:
+    return OutboxMessage(
         project_id=event.project_id, type=event.type, groups=groups, payload=payload
     )
+
+
+def outbox_written(event: DomainEvent, message: OutboxMessage) -> None:
+    """After `event`'s outbox row is inserted: its webhook deliveries (same transaction), then
+    the relay on commit (at once in autocommit)."""
+    webhook = event.webhook_event()
     if webhook is not None:
         enqueue_deliveries(event.project_id, webhook, event.webhook_data())
-    transaction.on_commit(lambda: relay(message.pk), robust=True)
+    message_id = message.pk
+    transaction.on_commit(lambda: relay(message_id), robust=True)
 
 
 def enqueue_deliveries(project_id: int, event: str, data: dict[str, Any]) -> int:

@@ -18,6 +18,7 @@ from typing import Any
 import psycopg
 from django.db import connection, connections
 from django.db.models import Field, Model
+from django.db.models.sql import InsertQuery
 
 from .models import ApiKey, OutboxMessage, Project, WebhookDelivery, WebhookEndpoint
 
@@ -52,6 +53,50 @@ def select_list(model: type[Model], alias: str) -> tuple[str, list[Field[Any, An
     fields = list(model._meta.concrete_fields)
     columns = ", ".join(f"{alias}.{connection.ops.quote_name(column_name(f))}" for f in fields)
     return columns, fields
+
+
+def insert_in_one_statement(instances: list[Model]) -> None:
+    """INSERT unsaved instances (of any models) in one statement: one data-modifying WITH per
+    row, so they are written together or not at all, in the caller's transaction or, in
+    autocommit, as their own (no BEGIN and COMMIT round trips). Each row's SQL is the ORM's
+    own (its compiler: defaults, auto_now, the columns' preparation); auto primary keys are
+    set on the instances, which are then saved ones. No model signals are sent (none of the
+    models written this way has receivers)."""
+    parts: list[str] = []
+    params: list[Any] = []
+    auto: list[tuple[Model, Field[Any, Any]]] = []
+    for index, instance in enumerate(instances):
+        meta = instance._meta
+        pk = meta.pk
+        if pk is None:
+            raise ValueError(f"{type(instance).__name__} has no primary key")
+        fields = [
+            f
+            for f in meta.local_concrete_fields
+            if not (f is pk and getattr(instance, f.attname) is None)
+        ]
+        query = InsertQuery(type(instance))
+        query.insert_values(fields, [instance])
+        ((sql, row_params),) = query.get_compiler(connection=connection).as_sql()
+        quoted_pk = connection.ops.quote_name(column_name(pk))
+        parts.append(f"w{index} AS ({sql} RETURNING {quoted_pk})")
+        params.extend(row_params)
+        if getattr(instance, pk.attname) is None:
+            auto.append((instance, pk))
+    if not parts:
+        return
+    ids = ", ".join(f"(SELECT * FROM w{index})" for index in range(len(parts)))
+    with connection.cursor() as cursor:
+        cursor.execute(f"WITH {', '.join(parts)} SELECT {ids}", params)
+        row = cursor.fetchone()
+    if row is None:
+        raise RuntimeError("the INSERT returned no row")
+    returned = dict(zip((id(i) for i in instances), row, strict=True))
+    for instance, pk in auto:
+        setattr(instance, pk.attname, returned[id(instance)])
+    for instance in instances:
+        instance._state.adding = False
+        instance._state.db = connection.alias
 
 
 def instance_from_row[M: Model](

@@ -384,6 +384,7 @@ def list_events(request: HttpRequest, session_id: UUID, params: Query[SliceQuery
         kinds=[str(k) for k in params.kind] if params.kind else None,
         tier=str(params.tier) if params.tier else None,
         newest_first=params.order == "desc",
+        wire=True,  # session_id and created_at come as the response's text
     )
     # Content is spliced in as stored (never decoded and re-encoded): half the cost of a read.
     events = ",".join(event_row_to_json(row) for row in page.rows)

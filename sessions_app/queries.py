@@ -41,8 +41,11 @@ def slice_events(
     kinds: list[str] | None = None,
     tier: str | None = None,
     newest_first: bool = False,
+    wire: bool = False,
 ) -> EventSlice:
     """A positional slice: events with after_seq < seq < before_seq, at most `limit` of them.
+    With `wire` the rows are for `event_row_to_json` only (storage.WIRE_COLUMNS: "session_id"
+    and "created_at" arrive as the text the response carries).
 
     Walks the lineage segment by segment along the primary key, so reading the last 50 events
     of a million-event session, or of a fork of one, touches about 50 index entries.
@@ -76,6 +79,7 @@ def slice_events(
                 tier=tier,
                 newest_first=newest_first,
                 limit=wanted - len(rows),
+                wire=wire,
             )
         )
         if len(rows) >= wanted:
@@ -182,9 +186,14 @@ def event_row_to_json(row: dict[str, Any]) -> str:
         f'"role":{_json_str(row["role"])},"tokens":{row["tokens"]},"cost":"{row["cost"]}",'
         f'"actor":{_json_str(row["actor"])},'
         f'"idempotency_key":{"null" if key is None else _json_str(key)},'
-        f'"created_at":"{row["created_at"].isoformat()}","session_id":"{row["session_id"]}",'
+        f'"created_at":"{_iso(row["created_at"])}","session_id":"{row["session_id"]}",'
         f'"content":{row["content_json"]}}}'
     )
+
+
+def _iso(value: datetime | str) -> str:
+    """A slice row's timestamp as the response writes it (already text in a `wire` row)."""
+    return value if isinstance(value, str) else value.isoformat()
 
 
 # --- Sessions list --------------------------------------------------------------------------

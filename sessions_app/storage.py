@@ -18,7 +18,7 @@ from uuid import UUID
 import psycopg
 from django.db import connection
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import BooleanField, F, Field, Func
+from django.db.models import BooleanField, F, Field, Func, JSONField
 from django.db.models.sql.compiler import SQLCompiler
 
 from core.storage import column, column_name, concrete_field, instance_from_row, select_list, table
@@ -37,6 +37,18 @@ EVENT_FIELDS = (
     "created_at",
 )
 SLICE_KEYS = (*EVENT_FIELDS, "content_json")
+# Slice columns as the JSON response writes them, for rows that go straight to a client: the
+# text of the UUID, and the timestamp exactly as Python's `datetime.isoformat()` writes an aware
+# UTC one (microseconds only when there are any). Loading a timestamptz into a datetime and
+# formatting it again was about 40% of a 1,000-event slice's server time.
+WIRE_COLUMNS = {
+    "session_id": "session_id::text",
+    "created_at": (
+        "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS')"
+        " || CASE WHEN date_trunc('second', created_at) = created_at THEN ''"
+        " ELSE to_char(created_at AT TIME ZONE 'UTC', '.US') END || '+00:00'"
+    ),
+}
 
 
 def _session_db(field_name: str, value: Any) -> Any:
@@ -177,6 +189,28 @@ def allocate_seqs(
 COPY_FROM_ROWS = 8
 
 
+_PLAIN = (str, int, UUID)
+
+
+def _copy_converter(field: Field[Any, Any]) -> Any:
+    """A COPY (text format) value for `field` at less than `get_db_prep_save`'s cost, which
+    is about a tenth of a 100-event batch's server time: JSON is encoded as Django would
+    (json.dumps, no encoder) and read by PostgreSQL from the text; a str, int, UUID, aware
+    datetime or None goes as it is (what the field's preparation returns for those); anything
+    else takes the field's own preparation."""
+    if isinstance(field, JSONField) and field.encoder is None:
+        return lambda value: None if value is None else json.dumps(value)
+
+    def prepared(value: Any) -> Any:
+        if value is None or type(value) in _PLAIN:
+            return value
+        if type(value) is datetime and value.tzinfo is not None:
+            return value
+        return field.get_db_prep_save(value, connection)
+
+    return prepared
+
+
 def insert_events(events: list[Event]) -> None:
     """Write events that have their seqs: what `bulk_create` does, without its compilation.
 
@@ -192,10 +226,9 @@ def insert_events(events: list[Event]) -> None:
             connection.wrap_database_errors,
             cursor.cursor.copy(f"COPY {table(Event)} ({columns}) FROM STDIN") as copy,
         ):
+            converters = [(f.attname, _copy_converter(f)) for f in fields]
             for event in events:
-                copy.write_row(
-                    [f.get_db_prep_save(getattr(event, f.attname), connection) for f in fields]
-                )
+                copy.write_row([convert(getattr(event, name)) for name, convert in converters])
         return
     row = "(" + ", ".join(["%s"] * len(fields)) + ")"
     params = [
@@ -310,13 +343,18 @@ def segment_rows(
     tier: str | None,
     newest_first: bool,
     limit: int,
+    wire: bool = False,
 ) -> list[dict[str, Any]]:
     """Rows of one lineage segment with low < seq <= high, along the primary key.
 
     Each row has the fields of EVENT_FIELDS plus "content_json": the stored JSON text,
-    undecoded, so it can be spliced into a response as it is.
+    undecoded, so it can be spliced into a response as it is. With `wire`, "session_id" and
+    "created_at" are the text the response carries (WIRE_COLUMNS), made by the database.
     """
-    selected = ", ".join(connection.ops.quote_name(name) for name in EVENT_FIELDS)
+    selected = ", ".join(
+        (WIRE_COLUMNS.get(name) if wire else None) or connection.ops.quote_name(name)
+        for name in EVENT_FIELDS
+    )
     sql = [
         f"SELECT {selected}, content::text FROM {table(Event)} WHERE session_id = %s AND seq > %s"
     ]

@@ -121,3 +121,13 @@ def other_api(request, other_project):
     """Another project's key, of each scope: the cross-project tests run once per scope, as an
     admin-scoped key reaches no more of another project than an agent-scoped one."""
     return ApiClient(make_api_key(other_project, scope=request.param)[1])
+
+
+@pytest.fixture(autouse=True)
+def _background_snapshots_taken():
+    """No automatic snapshot is still being taken by the background thread (a connection of
+    its own) when a test's database is flushed or dropped."""
+    yield
+    from sessions_app.services.snapshots import drain
+
+    assert drain(), "background snapshots still waiting after 30 s"

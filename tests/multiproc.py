@@ -19,6 +19,7 @@ import contextlib
 import importlib
 import multiprocessing
 import os
+import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -76,6 +77,11 @@ def _child(index: int, env: dict[str, str], start: Any, inbox: Any, out: Any) ->
             fn = getattr(importlib.import_module(module), name)
             start.wait()
             result = fn(*args)
+            # Work this process deferred past its responses (automatic snapshots) is done
+            # before it reports, as a server process finishes it before its next idle moment.
+            snapshots = sys.modules.get("sessions_app.services.snapshots")
+            if snapshots is not None and not snapshots.drain():
+                raise TimeoutError("background snapshots still waiting after 30 s")
             out.put((run, index, True, result))
         except BaseException:  # noqa: BLE001 - everything goes back to the parent
             # Release the others from the barrier now rather than at its timeout.

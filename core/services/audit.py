@@ -18,8 +18,32 @@ def record_audit(
 ) -> AuditEntry:
     """Write one audit row; call it inside the transaction of the change it records. The audit
     log page hears of it after commit (live-only: nothing more is written)."""
+    entry = audit_entry(
+        project,
+        actor=actor,
+        action=action,
+        target_type=target_type,
+        target_id=target_id,
+        detail=detail,
+    )
+    entry.save(force_insert=True)
+    audit_written(entry)
+    return entry
+
+
+def audit_entry(
+    project: Project | int,
+    *,
+    actor: Actor,
+    action: str,
+    target_type: str,
+    target_id: object,
+    detail: dict[str, Any] | None = None,
+) -> AuditEntry:
+    """The unsaved audit row `record_audit` writes, for a caller that inserts it together with
+    its change (core.storage.insert_in_one_statement); then call `audit_written`."""
     project_id = project.pk if isinstance(project, Project) else project
-    entry = AuditEntry.objects.create(
+    return AuditEntry(
         project_id=project_id,
         actor=actor.label,
         user=actor.user,
@@ -29,5 +53,8 @@ def record_audit(
         target_id=str(target_id),
         detail=detail or {},
     )
-    publish(AuditRecorded(project_id=project_id, entry_id=entry.pk))
-    return entry
+
+
+def audit_written(entry: AuditEntry) -> None:
+    """After the audit row is inserted (in the change's transaction): announce it on commit."""
+    publish(AuditRecorded(project_id=entry.project_id, entry_id=entry.pk))

@@ -32,7 +32,7 @@ from sessions_app.models import (
 )
 
 from ..domain_events import EventsAppended
-from .state import ensure_snapshots
+from .snapshots import schedule_snapshots
 
 
 @dataclass
@@ -221,8 +221,9 @@ def events_written(
         boundaries = list(range((old_head // every + 1) * every, head + 1, every))
         session_id = session.pk
         # robust: the events have committed whatever happens here; a failed snapshot must not
-        # turn a durable append into an error the agent would retry (and so duplicate).
-        transaction.on_commit(lambda: ensure_snapshots(session_id, boundaries), robust=True)
+        # turn a durable append into an error the agent would retry (and so duplicate). Taken
+        # by this process's snapshot thread, after the response (services/snapshots.py).
+        transaction.on_commit(lambda: schedule_snapshots(session_id, boundaries), robust=True)
     publish(
         EventsAppended(
             project_id=session.project_id,

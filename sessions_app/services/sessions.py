@@ -9,10 +9,11 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 
 from core.actors import Actor
-from core.domain_events import publish
+from core.domain_events import outbox_message, outbox_written, publish
 from core.errors import InvalidInput
 from core.models import Project
-from core.services.audit import record_audit
+from core.services.audit import audit_entry, audit_written, record_audit
+from core.storage import insert_in_one_statement
 from sessions_app.models import Agent, Session, SessionStatus
 from sessions_app.queries import open_export
 
@@ -95,36 +96,39 @@ def fork_session(parent: Session, *, at_seq: int, actor: Actor, title: str = "")
         for segment_id, lower, upto in parent.lineage_segments()
         if lower < at_seq
     ]
-    with transaction.atomic():
-        fork = Session.objects.create(
-            project_id=parent.project_id,
-            agent_id=parent.agent_id,
-            title=title or (f"Fork of {parent.title}" if parent.title else ""),
-            status=SessionStatus.OPEN,
-            metadata=parent.metadata,
-            head_seq=at_seq,
-            budget_max_tokens=parent.budget_max_tokens,
-            budget_max_cost=parent.budget_max_cost,
-            parent=parent,
-            fork_seq=at_seq,
-            ancestry=ancestry,
-        )
-        record_audit(
-            parent.project_id,
-            actor=actor,
-            action="session.fork",
-            target_type="session",
-            target_id=fork.pk,
-            detail={"parent": str(parent.pk), "at_seq": at_seq},
-        )
-        publish(
-            SessionOpened(
-                project_id=fork.project_id,
-                session_id=str(fork.pk),
-                parent_id=str(parent.pk),
-                fork_seq=at_seq,
-            )
-        )
+    fork = Session(
+        project_id=parent.project_id,
+        agent_id=parent.agent_id,
+        title=title or (f"Fork of {parent.title}" if parent.title else ""),
+        status=SessionStatus.OPEN,
+        metadata=parent.metadata,
+        head_seq=at_seq,
+        budget_max_tokens=parent.budget_max_tokens,
+        budget_max_cost=parent.budget_max_cost,
+        parent=parent,
+        fork_seq=at_seq,
+        ancestry=ancestry,
+    )
+    entry = audit_entry(
+        parent.project_id,
+        actor=actor,
+        action="session.fork",
+        target_type="session",
+        target_id=fork.pk,
+        detail={"parent": str(parent.pk), "at_seq": at_seq},
+    )
+    opened = SessionOpened(
+        project_id=parent.project_id,
+        session_id=str(fork.pk),
+        parent_id=str(parent.pk),
+        fork_seq=at_seq,
+    )
+    message = outbox_message(opened)
+    # The session, its audit row and its outbox row in one statement: they commit together
+    # (in autocommit it is its own transaction: no BEGIN and COMMIT round trips).
+    insert_in_one_statement([fork, entry, message])
+    audit_written(entry)
+    outbox_written(opened, message)
     return fork
 
 

@@ -15,6 +15,7 @@ from django.db import connection
 from core.models import AuditEntry
 from sessions_app.models import Event, Session, Snapshot
 from sessions_app.services import events as events_service
+from sessions_app.services.snapshots import drain
 from tests.factories import make_session
 
 pytestmark = pytest.mark.skipif(
@@ -166,11 +167,13 @@ def test_it_copies_a_larger_batch_and_snapshots_each_boundary(api, session, stat
     assert response.status_code == 201
     assert statements == ["tx"]
     assert [r[0] for r in _rows(session)] == list(range(1, 26))
+    assert drain()  # the snapshots are taken by this process's background thread
     assert list(
         Snapshot.objects.filter(session=session).order_by("seq").values_list("seq", "state")
     ) == [(10, {"n": 9}), (20, {"n": 19})]
     small = api.post(f"/sessions/{session.pk}/events", {"events": [{"kind": "note"}] * 5})
     assert small.json()["head_seq"] == 30 and statements == ["tx", "one"]
+    assert drain()
     assert Snapshot.objects.filter(session=session, seq=30).exists()
 
 

@@ -153,3 +153,59 @@ def test_it_refuses_a_fork_outside_the_log_and_creates_nothing(api, project, at_
     assert response.json()["error"]["code"] == "invalid_input"
     assert Session.objects.count() == sessions_before
     assert not AuditEntry.objects.filter(action="session.fork").exists()
+
+
+def _statements(captured) -> list[str]:
+    return [q["sql"].split(" ", 1)[0] for q in captured.captured_queries]
+
+
+def test_a_fork_writes_its_session_audit_and_outbox_rows_in_one_statement(
+    api, transactional_db, project
+):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from core.models import OutboxMessage
+
+    parent = make_session(project, title="p")
+    _append(parent, [EventDraft(kind="note") for _ in range(3)])
+    assert api.get(f"/sessions/{parent.pk}").status_code == 200  # the key's last_used_at set
+    with CaptureQueriesContext(connection) as captured:
+        response = api.post(f"/sessions/{parent.pk}/fork", {"at_seq": 2})
+    assert response.status_code == 201, response.content
+    fork = Session.objects.get(pk=response.json()["id"])
+    # key, session, then ONE insert (no BEGIN/COMMIT of its own), then the relay's claim.
+    assert _statements(captured) == ["SELECT", "SELECT", "WITH", "BEGIN", "UPDATE", "COMMIT"]
+    assert (fork.parent_id, fork.fork_seq, fork.head_seq, fork.status) == (parent.pk, 2, 2, "open")
+    assert fork.created_at is not None and fork.updated_at is not None
+    entry = AuditEntry.objects.get(action="session.fork", target_id=str(fork.pk))
+    assert entry.detail == {"parent": str(parent.pk), "at_seq": 2}
+    message = OutboxMessage.objects.get(type="session.opened", payload__session_id=str(fork.pk))
+    assert message.payload["fork_seq"] == 2
+    assert message.relayed_at is not None  # relayed after the commit
+
+
+def test_a_failing_fork_insert_writes_none_of_its_rows(api, transactional_db, project, monkeypatch):
+    """The three rows are one statement: a failure in the last one leaves no session behind."""
+    from core.models import OutboxMessage
+
+    parent = make_session(project)
+    sessions, audits, outbox = (
+        Session.objects.count(),
+        AuditEntry.objects.count(),
+        OutboxMessage.objects.count(),
+    )
+    from core import domain_events
+    from sessions_app.services import sessions as sessions_service
+
+    def bad_outbox(event):
+        message = domain_events.outbox_message(event)
+        message.type = "x" * 500  # longer than the column: the database refuses this row
+        return message
+
+    monkeypatch.setattr(sessions_service, "outbox_message", bad_outbox)
+    with pytest.raises(Exception):  # noqa: B017 - the driver's DataError, whichever class
+        sessions_service.fork_session(parent, at_seq=0, actor=Actor.system("t"))
+    assert Session.objects.count() == sessions
+    assert AuditEntry.objects.count() == audits
+    assert OutboxMessage.objects.count() == outbox

@@ -159,3 +159,37 @@ def test_it_reads_a_fork_slice_in_a_bounded_number_of_queries(
     with django_assert_max_num_queries(5):
         body = api.get(f"/sessions/{grandchild.pk}/events", {"limit": 1000}).json()
     assert len(body["events"]) == 26
+
+
+@pytest.mark.parametrize(
+    "moment",
+    [
+        "2026-03-04T05:06:07+00:00",  # no microseconds: isoformat writes none
+        "2026-03-04T05:06:07.000001+00:00",
+        "2026-12-31T23:59:59.999999+00:00",
+        "1999-01-02T03:04:05.120000+00:00",
+    ],
+)
+def test_wire_rows_serialise_byte_for_byte_like_loaded_ones(lineage, monkeypatch, moment):
+    """The API's slice takes session_id and created_at as text made by the database
+    (storage.WIRE_COLUMNS); what it sends must be exactly what the loaded datetime and UUID
+    would have given, on every segment of a lineage."""
+    import datetime as dt
+
+    from sessions_app.queries import event_row_to_json, slice_events
+    from sessions_app.services import log
+
+    _, _, grandchild = lineage
+    at = dt.datetime.fromisoformat(moment)
+    monkeypatch.setattr(log.timezone, "now", lambda: at)
+    append_events(grandchild, _drafts("timed", 3, 0), actor=Actor.system())
+    grandchild.refresh_from_db()
+    for order in (False, True):
+        loaded = slice_events(grandchild, limit=1000, newest_first=order)
+        wire = slice_events(grandchild, limit=1000, newest_first=order, wire=True)
+        assert isinstance(wire.rows[0]["created_at"], str)
+        assert [event_row_to_json(r) for r in wire.rows] == [
+            event_row_to_json(r) for r in loaded.rows
+        ]
+    newest = slice_events(grandchild, limit=1, newest_first=True, wire=True).rows[0]
+    assert newest["created_at"] == moment
