@@ -46,16 +46,16 @@ def eventually(predicate, timeout: float) -> float:
 
 def group_members(handoff_ids) -> int:
     """Channels in the handoffs' channel-layer groups (channels-redis: a sorted set per group)."""
-    client = redis.Redis.from_url(settings.REDIS_URL)
+    config = settings.CHANNEL_LAYERS["default"]["CONFIG"]
+    prefix = config.get("prefix", "asgi")
+    client = redis.Redis.from_url(config["hosts"][0]["address"])
     try:
-        return sum(client.zcard(f"asgi:group:{handoff_group(pk)}") for pk in handoff_ids)
+        return sum(client.zcard(f"{prefix}:group:{handoff_group(pk)}") for pk in handoff_ids)
     finally:
         client.close()
 
 
-def test_waiting_long_polls_hold_no_thread_and_end_when_the_agent_leaves(
-    transactional_db, project
-):
+def test_waiting_long_polls_hold_no_thread_and_end_when_the_agent_leaves(transactional_db, project):
     _, raw_key = make_api_key(project)
     headers = {"Authorization": f"Bearer {raw_key}"}
     handoffs = [ask(make_session(project)) for _ in range(WAITERS)]
@@ -135,8 +135,11 @@ def test_answers_and_errors_come_from_the_endpoint_in_the_one_shape(transactiona
     with asgi_server_process() as (base, _), httpx.Client(base_url=base, timeout=30) as client:
         mine = {"Authorization": f"Bearer {raw_key}", "X-Request-ID": "req-longpoll-1"}
         started = time.monotonic()
-        error(client.get(url, params={"wait": 5}, headers={"Authorization": "Bearer nope"}), 401,
-              "unauthorized")
+        error(
+            client.get(url, params={"wait": 5}, headers={"Authorization": "Bearer nope"}),
+            401,
+            "unauthorized",
+        )
         error(client.get(url, params={"wait": 5}), 401, "unauthorized")
         error(
             client.get(url, params={"wait": 5}, headers={"Authorization": f"Bearer {other_key}"}),
@@ -147,8 +150,11 @@ def test_answers_and_errors_come_from_the_endpoint_in_the_one_shape(transactiona
         assert detail["detail"][0]["loc"][-1] == "wait"
         error(client.get(url, params={"wait": "soon"}, headers=mine), 422, "invalid_input")
         error(client.get(url, params={"wait": -1}, headers=mine), 422, "invalid_input")
-        error(client.get("/api/v1/handoffs/not-a-uuid", params={"wait": 5}, headers=mine), 422,
-              "invalid_input")
+        error(
+            client.get("/api/v1/handoffs/not-a-uuid", params={"wait": 5}, headers=mine),
+            422,
+            "invalid_input",
+        )
         assert time.monotonic() - started < 3  # none of them waited
 
         # A wait that ends: the endpoint's answer, with its headers, and the wait's time counted.
