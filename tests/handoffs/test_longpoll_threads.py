@@ -173,3 +173,26 @@ def test_answers_and_errors_come_from_the_endpoint_in_the_one_shape(transactiona
         assert response.headers.get("X-Content-Type-Options") == "nosniff"
         plain = client.get(url, headers=mine)
         assert plain.json() == response.json()
+
+
+def test_a_key_over_its_rate_limit_is_refused_at_once_and_counted_once(transactional_db, project):
+    _, raw_key = make_api_key(project)
+    headers = {"Authorization": f"Bearer {raw_key}"}
+    handoff = ask(make_session(project))
+    url = f"/api/v1/handoffs/{handoff.pk}"
+    with (
+        asgi_server_process(SWITCHBOARD_API_RATE_PER_MINUTE="3") as (base, _),
+        httpx.Client(base_url=base, headers=headers, timeout=30) as client,
+    ):
+        if time.time() % 60 > 50:  # the counts' window is the clock minute: start a fresh one
+            time.sleep(61 - time.time() % 60)
+        # A wait that times out is one request of the key's three, counted when it answers.
+        waited = client.get(url, params={"wait": 1})
+        assert waited.status_code == 200 and waited.headers["RateLimit-Remaining"] == "2"
+        assert client.get(url).headers["RateLimit-Remaining"] == "1"
+        assert client.get(url).headers["RateLimit-Remaining"] == "0"
+        started = time.monotonic()
+        refused = client.get(url, params={"wait": 20})
+        assert time.monotonic() - started < 3  # refused without waiting
+        assert refused.status_code == 429 and refused.json()["error"]["code"] == "rate_limited"
+        assert "Retry-After" in refused.headers
