@@ -69,12 +69,16 @@ def _wait_seconds(query_string: bytes) -> int | None:
     return seconds if 1 <= seconds <= MAX_WAIT else None
 
 
-def _bearer(scope: Scope) -> str | None:
-    for name, value in scope.get("headers", []):
-        if name.lower() == b"authorization":
-            scheme, _, token = value.decode("latin-1").partition(" ")
-            return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key.lower() == name:
+            return str(value.decode("latin-1"))
     return None
+
+
+def _bearer(scope: Scope) -> str | None:
+    scheme, _, token = (_header(scope, b"authorization") or "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
 
 def _without_wait(query_string: bytes) -> bytes:
@@ -107,6 +111,20 @@ def _may_wait(token: str, handoff_id: UUID) -> Any:
             connection.close()
 
 
+def _has_body(scope: Scope) -> bool:
+    length = (_header(scope, b"content-length") or "0").strip()
+    return length != "0" or _header(scope, b"transfer-encoding") is not None
+
+
+def _disconnected(listener: "asyncio.Future[Message]") -> bool:
+    return (
+        listener.done()
+        and not listener.cancelled()
+        and listener.exception() is None
+        and listener.result()["type"] == "http.disconnect"
+    )
+
+
 class HandoffLongPoll:
     """Wait for a handoff without a thread; let `answer` (Django's ASGI handler) answer."""
 
@@ -117,8 +135,7 @@ class HandoffLongPoll:
         return bool(PATH.match(scope["path"]))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        started = time.perf_counter()
-        scope = {**scope, STARTED_KEY: started}
+        scope = {**scope, STARTED_KEY: time.perf_counter()}
         match = PATH.match(scope["path"])
         seconds = _wait_seconds(scope.get("query_string", b""))
         token = _bearer(scope)
@@ -126,10 +143,16 @@ class HandoffLongPoll:
             handoff_id = UUID(match["id"]) if match else None
         except ValueError:
             handoff_id = None
-        if scope["method"] != "GET" or seconds is None or token is None or handoff_id is None:
+        if (
+            scope["method"] != "GET"
+            or _has_body(scope)
+            or seconds is None
+            or token is None
+            or handoff_id is None
+        ):
             return await self.answer(scope, receive, send)
 
-        # The request's body (a GET's is empty), kept to hand to Django after the wait.
+        # The request's (empty) body, kept to hand to Django after the wait.
         body: list[Message] = []
         while True:
             message = await receive()
@@ -138,26 +161,28 @@ class HandoffLongPoll:
             body.append(message)
             if not message.get("more_body", False):
                 break
-
-        def replay() -> Receive:
-            pending = list(body)
-
-            async def next_message() -> Message:
-                if pending:
-                    return pending.pop(0)
-                return await listener
-
-            return next_message
-
+        # From here on, the next message can only be the agent's disconnect.
         listener: asyncio.Future[Message] = asyncio.ensure_future(receive())
-        api_key = await sync_to_async(_may_wait, thread_sensitive=False)(token, handoff_id)
-        if api_key is not None and not listener.done():
+
+        async def replay() -> Message:
+            if body:
+                return body.pop(0)
+            return await listener
+
+        waiter: asyncio.Future[dict[str, Any]] | None = None
+        try:
+            api_key = await sync_to_async(_may_wait, thread_sensitive=False)(token, handoff_id)
+            if api_key is None:
+                # Unchanged: the endpoint answers at once (an error, a resolved handoff).
+                if not _disconnected(listener):
+                    await self.answer(scope, replay, send)
+                return
             read_one = sync_to_async(read_state, thread_sensitive=False)
-            last: list[bool] = [False]
+            resolved = [False]
 
             async def read() -> tuple[dict[str, Any], bool]:
                 state = await read_one(api_key, handoff_id)
-                last[0] = state[1]
+                resolved[0] = state[1]
                 return state
 
             waiter = asyncio.ensure_future(
@@ -168,28 +193,18 @@ class HandoffLongPoll:
                 await asyncio.wait({listener, waiter}, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 metrics.HANDOFF_LONGPOLLS_WAITING.dec()
-            if not waiter.done():
+            if _disconnected(listener):
+                metrics.HANDOFF_LONGPOLLS_ENDED.labels("disconnected").inc()
+                return
+            if waiter.done() and waiter.exception() is not None:
+                logger.warning("handoff long-poll wait failed: %s", waiter.exception())
+            metrics.HANDOFF_LONGPOLLS_ENDED.labels("resolved" if resolved[0] else "timeout").inc()
+            query = _without_wait(scope.get("query_string", b""))
+            await self.answer({**scope, "query_string": query}, replay, send)
+        finally:
+            if waiter is not None and not waiter.done():
                 waiter.cancel()  # its `finally` leaves the channel-layer group
                 with contextlib.suppress(asyncio.CancelledError):
                     await waiter
-            elif waiter.exception() is not None:
-                logger.warning("handoff long-poll wait failed: %s", waiter.exception())
-            if listener.done() and listener.result()["type"] == "http.disconnect":
-                metrics.HANDOFF_LONGPOLLS_ENDED.labels("disconnected").inc()
-                return
-            metrics.HANDOFF_LONGPOLLS_ENDED.labels("resolved" if last[0] else "timeout").inc()
-        elif listener.done() and listener.result()["type"] == "http.disconnect":
-            return
-        else:
-            # Unchanged: the endpoint answers at once (an error, a resolved handoff).
-            try:
-                return await self.answer(scope, replay(), send)
-            finally:
-                if not listener.done():
-                    listener.cancel()
-        answer_scope = {**scope, "query_string": _without_wait(scope.get("query_string", b""))}
-        try:
-            await self.answer(answer_scope, replay(), send)
-        finally:
             if not listener.done():
                 listener.cancel()
