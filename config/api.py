@@ -2,7 +2,9 @@
 
 import logging
 import math
+import threading
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
@@ -10,6 +12,7 @@ from django.db import DatabaseError, DataError, InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, Throttled, ValidationError
+from ninja.openapi.schema import OpenAPISchema
 from ninja.throttling import BaseThrottle
 
 from core import ratelimit
@@ -78,7 +81,35 @@ class ApiKeyRateThrottle(BaseThrottle):
         return self.retry_after
 
 
-api = NinjaAPI(
+class SwitchboardAPI(NinjaAPI):
+    """NinjaAPI, with the OpenAPI schema built once per process (per path prefix).
+
+    ninja builds it from every operation and schema on each request to /openapi.json (about
+    1.5 s of CPU here); the operations are fixed once the URLconf is loaded, so one build per
+    process is the same document. The schema is shared: callers must not change it.
+    """
+
+    def get_openapi_schema(
+        self, *, path_prefix: str | None = None, path_params: dict[str, Any] | None = None
+    ) -> OpenAPISchema:
+        if path_prefix is None:
+            path_prefix = self.get_root_path(path_params or {})
+        cache: dict[str, OpenAPISchema] = self.__dict__.setdefault("_openapi_schemas", {})
+        schema = cache.get(path_prefix)
+        if schema is None:
+            with _openapi_lock:  # one build at a time; the others then read it
+                schema = cache.get(path_prefix)
+                if schema is None:
+                    schema = cache[path_prefix] = super().get_openapi_schema(
+                        path_prefix=path_prefix
+                    )
+        return schema
+
+
+_openapi_lock = threading.Lock()
+
+
+api = SwitchboardAPI(
     title="Switchboard agent API",
     version="1",
     description="Sessions (append-only event logs) and tasks (workflow state) for AI agents.",
@@ -92,7 +123,10 @@ api = NinjaAPI(
 
 @api.exception_handler(DomainError)
 def domain_error(request: HttpRequest, exc: DomainError) -> HttpResponse:
-    return error_response(exc.status, exc.code, exc.message, exc.detail)
+    response = error_response(exc.status, exc.code, exc.message, exc.detail)
+    if exc.retry_after is not None:
+        response["Retry-After"] = str(exc.retry_after)
+    return response
 
 
 @api.exception_handler(ValidationError)

@@ -129,12 +129,14 @@ class DashboardDomainErrorMiddleware:
         409: "That cannot be done now",
         413: "Too large",
         422: "Check your input",
+        429: "Busy: try again shortly",
         400: "Check your input",
     }
     HINTS = {
         403: "Your role in this project does not allow this. An admin can change your role.",
         404: "It may have been deleted, or it belongs to a project you are not a member of.",
         409: "Someone or something changed it meanwhile. Reload the page to see its state.",
+        429: "Too many of these are running at once in this project. Retry in a few seconds.",
         503: "Nothing was lost. Reload the page in a few seconds.",
     }
     UNAVAILABLE = "Switchboard is temporarily unavailable: its database cannot be reached."
@@ -149,7 +151,6 @@ class DashboardDomainErrorMiddleware:
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
         from django.db import InterfaceError, OperationalError
         from django.shortcuts import render
-        from django.template.loader import render_to_string
 
         from core.errors import DomainError, InvalidInput
 
@@ -183,10 +184,29 @@ class DashboardDomainErrorMiddleware:
             else "errors/domain_error.html"
         )
         if status != 503:
-            return render(request, template, context, status=status)
+            response = render(request, template, context, status=status)
+            retry_after = getattr(exception, "retry_after", None)
+            if retry_after is not None:
+                response["Retry-After"] = str(retry_after)
+            return response
+        return self.unavailable(template, context)
+
+    @classmethod
+    def unavailable(
+        cls, template: str = "errors/domain_error.html", context: dict[str, object] | None = None
+    ) -> HttpResponse:
+        """The friendly 503 page of a database outage, with Retry-After."""
+        from django.template.loader import render_to_string
+
+        context = context or {
+            "title": cls.TITLES[503],
+            "message": cls.UNAVAILABLE,
+            "hint": cls.HINTS[503],
+            "status": 503,
+        }
         # Without the request: its context processors read the signed-in user, from the database.
         response = HttpResponse(render_to_string(template, context), status=503)
-        response["Retry-After"] = str(self.RETRY_AFTER_SECONDS)
+        response["Retry-After"] = str(cls.RETRY_AFTER_SECONDS)
         return response
 
 

@@ -186,12 +186,21 @@ if REDIS_URL:
             "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}]},
         }
     }
+    # The cache answers in well under a millisecond; its users (the API rate limit, the sign-in
+    # throttle, the overview's chart) carry on without it when it fails. A Redis that accepts
+    # connections but never answers (hung, paused, a black-holed network) must fail them fast
+    # too, not hang every request: redis-py waits forever by default.
+    _cache_timeout = env_int("REDIS_CACHE_TIMEOUT_MS", 500) / 1000
     CACHES = {
         "default": {
             # Django's Redis cache with one connection pool per process (core/cache.py).
             "BACKEND": "core.cache.SharedPoolRedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": env_str("CACHE_KEY_PREFIX", "switchboard"),
+            "OPTIONS": {
+                "socket_connect_timeout": _cache_timeout,
+                "socket_timeout": _cache_timeout,
+            },
         }
     }
     CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
@@ -361,6 +370,12 @@ SWITCHBOARD_SIGNAL_RATE_PER_MINUTE = env_int("SWITCHBOARD_SIGNAL_RATE_PER_MINUTE
 SWITCHBOARD_LOGIN_FAILURES_PER_ACCOUNT = env_int("SWITCHBOARD_LOGIN_FAILURES_PER_ACCOUNT", 5)
 SWITCHBOARD_LOGIN_FAILURES_PER_ADDRESS = env_int("SWITCHBOARD_LOGIN_FAILURES_PER_ADDRESS", 20)
 SWITCHBOARD_LOGIN_WINDOW_SECONDS = env_int("SWITCHBOARD_LOGIN_WINDOW_SECONDS", 15 * 60)
+# Exports running at once per project (across all server processes); past it, 429 with
+# Retry-After. Each holds a database connection of its own while it streams, and a 300,000-event
+# export keeps a core busy: without a bound, four of them made other requests 16x slower.
+SWITCHBOARD_EXPORTS_PER_PROJECT = env_int("SWITCHBOARD_EXPORTS_PER_PROJECT", 2)
+if not 1 <= SWITCHBOARD_EXPORTS_PER_PROJECT <= 255:
+    raise ImproperlyConfigured("SWITCHBOARD_EXPORTS_PER_PROJECT must be between 1 and 255")
 # An API key's last_used_at is written at most this often (never per request: hot path).
 SWITCHBOARD_KEY_TOUCH_SECONDS = env_int("SWITCHBOARD_KEY_TOUCH_SECONDS", 60)
 DATA_UPLOAD_MAX_MEMORY_SIZE = SWITCHBOARD_MAX_BODY_BYTES

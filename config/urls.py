@@ -23,3 +23,4 @@ urlpatterns = [
 ]
 
 handler400 = "config.views.bad_request"
+handler500 = "config.views.server_error"

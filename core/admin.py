@@ -4,6 +4,12 @@ Changes that have rules go through the services (renaming a project, members and
 admin, revoking keys), so the admin writes the same audit rows the console does. An API key's
 hash is never shown; keys are created where their secret can be shown once (the console,
 `createapikey`), and revoked rather than deleted. The audit trail and the outbox are read-only.
+
+Webhook endpoints: a secret is never shown (not even its hint: the owner has it, and staff
+matching one can compare the URL); endpoints are created on the project's webhooks page (the
+secret is shown once there), and enabled, disabled or deleted here through the services
+(audited). Deliveries and their attempts are the delivery job's records, read-only; staff
+can resend a delivery from its row (the same service as the webhooks page's Redeliver).
 """
 
 from typing import Any
@@ -14,7 +20,17 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from core.actors import Actor
-from core.models import ApiKey, AuditEntry, Membership, OutboxMessage, Project
+from core.errors import DomainError
+from core.models import (
+    ApiKey,
+    AuditEntry,
+    Membership,
+    OutboxMessage,
+    Project,
+    WebhookAttempt,
+    WebhookDelivery,
+    WebhookEndpoint,
+)
 from core.services.members import (
     LastAdmin,
     add_project_member,
@@ -23,6 +39,7 @@ from core.services.members import (
     remove_member,
 )
 from core.services.projects import rename_project, revoke_api_key
+from core.services.webhooks import delete_endpoint, redeliver, set_endpoint_active
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
@@ -196,3 +213,141 @@ class OutboxMessageAdmin(ReadOnlyAdmin):
     list_filter = ("type", ("relayed_at", admin.EmptyFieldListFilter), "project")
     search_fields = ("type",)
     date_hierarchy = "created_at"
+
+
+def _set_active(modeladmin: Any, request: HttpRequest, queryset: Any, *, active: bool) -> None:
+    changed = 0
+    for endpoint in queryset.exclude(active=active):
+        set_endpoint_active(endpoint, active, actor=_actor(request))
+        changed += 1
+    verb = "enabled" if active else "disabled"
+    modeladmin.message_user(request, f"{changed} endpoint(s) {verb}.", messages.SUCCESS)
+
+
+@admin.action(description="Disable the selected endpoints")
+def disable_endpoints(
+    modeladmin: Any, request: HttpRequest, queryset: QuerySet[WebhookEndpoint]
+) -> None:
+    _set_active(modeladmin, request, queryset, active=False)
+
+
+@admin.action(description="Enable the selected endpoints")
+def enable_endpoints(
+    modeladmin: Any, request: HttpRequest, queryset: QuerySet[WebhookEndpoint]
+) -> None:
+    _set_active(modeladmin, request, queryset, active=True)
+
+
+@admin.register(WebhookEndpoint)
+class WebhookEndpointAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    # `secret` appears nowhere: not in the list, the form, the filters or the search.
+    list_display = ("url", "project", "active", "events", "created_by", "created_at")
+    list_filter = ("active", "project", "created_at")
+    search_fields = ("url", "project__name")
+    fields = ("url", "project", "events", "active", "created_by", "created_at")
+    readonly_fields = ("url", "project", "events", "created_by", "created_at")
+    actions = (disable_endpoints, enable_endpoints)
+    list_select_related = ("project", "created_by")
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False  # the secret could not be shown here: the project's webhooks page
+
+    def save_model(
+        self, request: HttpRequest, obj: WebhookEndpoint, form: Any, change: bool
+    ) -> None:
+        if "active" in form.changed_data:
+            set_endpoint_active(obj, obj.active, actor=_actor(request))
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> Any:
+        # Its deliveries and their attempts go with it (delete_endpoint): they are read-only
+        # on their own, which must not make the endpoint undeletable here.
+        deleted, counts, _perms_needed, protected = super().get_deleted_objects(objs, request)
+        return deleted, counts, set(), protected
+
+    def delete_model(self, request: HttpRequest, obj: WebhookEndpoint) -> None:
+        delete_endpoint(obj, actor=_actor(request))
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[WebhookEndpoint]) -> None:
+        for endpoint in queryset:
+            delete_endpoint(endpoint, actor=_actor(request))
+
+
+class WebhookAttemptInline(admin.TabularInline):  # type: ignore[type-arg]
+    model = WebhookAttempt
+    extra = 0
+    fields = (
+        "number",
+        "started_at",
+        "duration_ms",
+        "response_code",
+        "error",
+        "succeeded",
+        "redelivery",
+    )
+    readonly_fields = fields
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.action(description="Redeliver the selected deliveries now")
+def redeliver_deliveries(
+    modeladmin: Any, request: HttpRequest, queryset: QuerySet[WebhookDelivery]
+) -> None:
+    sent = failed = 0
+    for delivery in queryset[:20]:  # each is an HTTP request made while the page waits
+        try:
+            attempt = redeliver(delivery, actor=_actor(request))
+        except DomainError as error:
+            modeladmin.message_user(request, f"{delivery.pk}: {error.message}", messages.ERROR)
+            continue
+        if attempt.succeeded:
+            sent += 1
+        else:
+            failed += 1
+    modeladmin.message_user(
+        request, f"{sent} redelivered, {failed} failed again.", messages.SUCCESS
+    )
+
+
+@admin.register(WebhookDelivery)
+class WebhookDeliveryAdmin(ReadOnlyAdmin):
+    list_display = (
+        "id",
+        "event",
+        "status",
+        "attempts",
+        "last_response_code",
+        "endpoint",
+        "project",
+        "created_at",
+        "next_attempt_at",
+    )
+    list_filter = ("status", "event", "project", "created_at")
+    search_fields = ("id", "event", "endpoint__url", "project__name")
+    list_select_related = ("endpoint", "project")
+    date_hierarchy = "created_at"
+    inlines = (WebhookAttemptInline,)
+    actions = (redeliver_deliveries,)
+
+
+@admin.register(WebhookAttempt)
+class WebhookAttemptAdmin(ReadOnlyAdmin):
+    list_display = (
+        "delivery",
+        "number",
+        "started_at",
+        "duration_ms",
+        "response_code",
+        "succeeded",
+        "redelivery",
+    )
+    list_filter = ("succeeded", "redelivery", "response_code", "started_at")
+    search_fields = ("delivery__id", "delivery__event", "error")
+    list_select_related = ("delivery",)
+    raw_id_fields = ("delivery",)
+    date_hierarchy = "started_at"

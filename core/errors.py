@@ -10,6 +10,8 @@ from typing import Any
 class DomainError(Exception):
     status = 400
     code = "bad_request"
+    # Seconds after which retrying may succeed: sent as Retry-After when set (429, 503).
+    retry_after: int | None = None
 
     def __init__(self, message: str, *, detail: Any = None) -> None:
         super().__init__(message)

@@ -7,20 +7,33 @@ group events the services publish after commit as htmx out-of-band swaps. Client
 
 import asyncio
 import contextlib
+import logging
 from typing import Any
 
 from channels.consumer import get_handler_name
 from channels.db import aclose_old_connections, database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from redis.exceptions import RedisError
 
 from core import metrics
 from core.errors import DomainError
+from core.outage import OutageLog
 from core.realtime import project_list_group
+
+logger = logging.getLogger(__name__)
 
 # Close codes before accept (the handshake is refused; the htmx extension retries later).
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
 CLOSE_BAD_REQUEST = 4400
+# The channel layer (Redis) is unreachable: "try again later" (RFC 6455, 1013).
+CLOSE_TRY_AGAIN_LATER = 1013
+
+# With Redis down every socket fails the same way (joining its groups, or the layer's receive
+# loop): one warning for the outage, not an ERROR traceback per socket, and the handshake refused
+# (the page's htmx extension retries; the page itself still renders, without live updates).
+_layer_outage = OutageLog(logger, "channel layer (live pages' websockets)")
+LAYER_ERRORS = (RedisError, OSError)
 
 
 class AccessLost(Exception):
@@ -29,6 +42,18 @@ class AccessLost(Exception):
 
 class LiveConsumer(AsyncWebsocketConsumer):
     """Base: joins groups after the access check, ignores messages it has no use for."""
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except LAYER_ERRORS as exc:
+            _layer_outage.failed(exc)
+            self._uncount()
+            # Refuses the handshake, or closes an accepted socket; the client may be gone.
+            with contextlib.suppress(Exception):
+                await send({"type": "websocket.close", "code": CLOSE_TRY_AGAIN_LATER})
+            return
+        _layer_outage.succeeded()
 
     async def websocket_connect(self, message: dict[str, Any]) -> None:
         self.joined: list[str] = []
@@ -62,12 +87,18 @@ class LiveConsumer(AsyncWebsocketConsumer):
             await self.channel_layer.group_add(group, self.channel_name)
             self.joined.append(group)
 
-    async def disconnect(self, code: int) -> None:
+    def _uncount(self) -> None:
         if getattr(self, "counted", False):
             self.counted = False
             metrics.WEBSOCKETS.dec()
-        for group in getattr(self, "joined", []):
-            await self.channel_layer.group_discard(group, self.channel_name)
+
+    async def disconnect(self, code: int) -> None:
+        self._uncount()
+        try:
+            for group in getattr(self, "joined", []):
+                await self.channel_layer.group_discard(group, self.channel_name)
+        except LAYER_ERRORS as exc:  # its membership expires in the layer by itself
+            _layer_outage.failed(exc)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         return None  # read-only: actions go through the views and the services

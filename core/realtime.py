@@ -25,6 +25,11 @@ logger = logging.getLogger(__name__)
 # per write (outboxed events are re-sent by the relay job; live-only ones are caught up on).
 _layer_outage = OutageLog(logger, "channel layer (live updates)")
 
+# Seconds a write's sends may take in all. The layer's socket timeout is long on purpose (its
+# receivers block 5 s waiting for messages, config/settings.py); a Redis that accepts
+# connections but never answers would otherwise hold every write for that long.
+SEND_TIMEOUT_SECONDS = 1.0
+
 
 def session_group(session_id: object) -> str:
     return f"session-{session_id}"
@@ -50,6 +55,7 @@ def send_to_groups(groups: list[str], message: dict[str, Any], *, wait: bool = T
     layer = get_channel_layer()
     if layer is None:
         return True
+
     try:
         done = _submit(layer, groups, message)
     except Exception as exc:
@@ -59,7 +65,8 @@ def send_to_groups(groups: list[str], message: dict[str, Any], *, wait: bool = T
         done.add_done_callback(_log_outcome)
         return True
     try:
-        done.result()
+        # Bounded even when sends queued before this one are stuck on a hung Redis.
+        done.result(timeout=2 * SEND_TIMEOUT_SECONDS)
     except Exception as exc:
         _layer_outage.failed(exc)
         return False
@@ -76,9 +83,10 @@ def _log_outcome(done: concurrent.futures.Future[None]) -> None:
 
 
 async def _send_all(layer: Any, groups: list[str], message: dict[str, Any]) -> None:
-    results = await asyncio.gather(
-        *(layer.group_send(group, message) for group in groups), return_exceptions=True
-    )
+    async with asyncio.timeout(SEND_TIMEOUT_SECONDS):
+        results = await asyncio.gather(
+            *(layer.group_send(group, message) for group in groups), return_exceptions=True
+        )
     for result in results:
         if isinstance(result, BaseException):
             raise result

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import connection
+import psycopg
+from django.db import connection, connections
 from django.db.models import Field, Model
 
 from .models import ApiKey, OutboxMessage, Project, WebhookDelivery, WebhookEndpoint
@@ -212,3 +213,19 @@ def claim_delivery(
         )
         row = cursor.fetchone()
     return None if row is None else _claimed(row)
+
+
+async def open_async_connection(*, connect_timeout: int = 2) -> psycopg.AsyncConnection[Any]:
+    """A new psycopg AsyncConnection to the default database, outside Django's pool.
+
+    For work that must wait on the database without holding a thread (the streamed export):
+    the ORM's connections live in the thread-sensitive sync thread. Built from DATABASES with
+    Django's own parameters and type adapters (timestamps in UTC, as the ORM returns them), so
+    rows read here equal rows read through `connection.cursor()`. Not in a transaction until
+    the first statement; closing it ends everything it held (session advisory locks included).
+    libpq counts connect_timeout in whole seconds, 2 at least.
+    """
+    params = connections["default"].get_connection_params()
+    params.pop("cursor_factory", None)  # Django's sync cursor class; the async default instead
+    params.setdefault("connect_timeout", max(2, connect_timeout))
+    return await psycopg.AsyncConnection.connect(**params)

@@ -1,6 +1,6 @@
 """Errors of the session store (rendered like every DomainError: see core.errors)."""
 
-from core.errors import Conflict
+from core.errors import Conflict, DomainError
 
 
 class SessionNotWritable(Conflict):
@@ -19,3 +19,10 @@ class SessionTakenOver(Conflict):
     """A person has taken the conversation over: the agent's appends wait for the hand-back."""
 
     code = "session_taken_over"
+
+
+class ExportBusy(DomainError):
+    """Every export slot of the project is taken (SWITCHBOARD_EXPORTS_PER_PROJECT)."""
+
+    status = 429
+    code = "export_busy"

@@ -4,13 +4,15 @@ A fork's history is its ancestors' rows up to each fork point plus its own, reso
 `Session.ancestry`; nothing is copied. Every slice walks the (session_id, seq) primary key.
 """
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from json.encoder import encode_basestring as _json_str  # json.dumps(str, ensure_ascii=False)
 from typing import Any
+from uuid import UUID
 
-from asgiref.sync import sync_to_async
+import psycopg
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery, TextField
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, TruncMinute
@@ -18,6 +20,7 @@ from django.db.models.functions import Cast, TruncMinute
 from core.cursors import decode_cursor, encode_cursor
 from core.errors import InvalidInput
 from core.models import AuditEntry, Project
+from core.storage import open_async_connection
 from sessions_app import storage
 from sessions_app.models import DEFAULT_TIER, Event, EventKind, Session, SessionStatus, Tier
 
@@ -92,24 +95,61 @@ def iter_events_json(session: Session, *, chunk: int = 1000) -> Iterator[dict[st
         after = page.rows[-1]["seq"]
 
 
-async def aiter_events_json(
-    session: Session, *, chunk: int = 1000
-) -> AsyncIterator[dict[str, Any]]:
-    """`iter_events_json` for ASGI streaming, bounded at the head when the export started.
+# Rows per FETCH of an export's server-side cursor, sent as one chunk: large enough that the
+# per-chunk costs (a round trip, an ASGI message) vanish, small enough that a batch (lines the
+# database built, joined here: ~3 ms) holds the event loop only briefly (bench/exports.py).
+EXPORT_BATCH = 2000
 
-    Each chunk is one keyset read in the ORM's thread; the server sends it before reading the
-    next, so memory stays flat however long the log (a sync iterator would be read whole).
+
+class SessionExport:
+    """A running export: its own database connection, holding one of its project's export
+    slots (storage.take_export_slot), and what it will read (the lineage up to `upto`).
+
+    `chunks()` yields the JSON Lines, one FETCH batch per chunk, awaiting the database
+    between batches (no thread held), and closes the connection however it ends: fully read,
+    the client gone (the server cancels the stream), or an error. Closing frees the slot.
     """
-    after, before = 0, session.head_seq + 1
-    while True:
-        page = await sync_to_async(slice_events)(
-            session, after_seq=after, before_seq=before, limit=chunk
-        )
-        for row in page.rows:
-            yield row
-        if not page.has_more or not page.rows:
-            return
-        after = page.rows[-1]["seq"]
+
+    def __init__(
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        segments: list[tuple[UUID, int, int | None]],
+        *,
+        upto: int,
+    ) -> None:
+        self.conn = conn
+        self.segments = segments
+        self.upto = upto
+
+    async def chunks(self) -> AsyncIterator[str]:
+        try:
+            async for lines in storage.export_lines(
+                self.conn, self.segments, upto=self.upto, batch=EXPORT_BATCH
+            ):
+                yield "\n".join(lines) + "\n"
+                await asyncio.sleep(0)  # let requests waiting on the event loop go first
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        await self.conn.close()
+
+
+async def open_export(session: Session, *, slots: int) -> SessionExport | None:
+    """Connect and take one of the project's `slots` export slots; None when all are taken.
+
+    The export reads the session's visible log up to its head now (`session` as loaded).
+    """
+    conn = await open_async_connection()
+    try:
+        slot = await storage.take_export_slot(conn, session.project_id, slots=slots)
+    except BaseException:
+        await conn.close()
+        raise
+    if slot is None:
+        await conn.close()
+        return None
+    return SessionExport(conn, session.lineage_segments(), upto=session.head_seq)
 
 
 def lifecycle_changes(session: Session, *, limit: int = 50) -> list[Event]:

@@ -27,6 +27,7 @@ def settings_sections(membership: Membership) -> list[Section]:
     if membership.has_role(Role.ADMIN):
         sections += [
             Section("keys", "API keys", reverse("dashboard:api_keys", args=[project_id])),
+            Section("webhooks", "Webhooks", reverse("dashboard:webhooks", args=[project_id])),
             Section("audit", "Audit log", reverse("dashboard:audit_log", args=[project_id])),
         ]
     return sections
@@ -37,6 +38,22 @@ def settings_sections(membership: Membership) -> list[Section]:
 KNOWN_ACTIONS = [
     "api_key.create",
     "api_key.revoke",
+    "handoff.requested",
+    "handoff.claimed",
+    "handoff.released",
+    "handoff.lease_expired",
+    "handoff.reassigned",
+    "handoff.answered",
+    "handoff.state",
+    "handoff.facts",
+    "handoff.message",
+    "handoff.taken_over",
+    "handoff.handed_back",
+    "handoff.closed",
+    "handoff.cancelled",
+    "handoff.overdue",
+    "handoff.expired",
+    "handoff.settings",
     "member.add",
     "member.role",
     "member.remove",
@@ -53,9 +70,33 @@ KNOWN_ACTIONS = [
     "task.transition",
     "task.link",
     "task.unlink",
+    "webhook.created",
+    "webhook.enabled",
+    "webhook.disabled",
+    "webhook.deleted",
+    "webhook.redelivered",
     "workflow.register",
 ]
-KNOWN_TARGET_TYPES = ["api_key", "membership", "project", "session", "task", "workflow"]
+KNOWN_TARGET_TYPES = [
+    "api_key",
+    "handoff",
+    "membership",
+    "project",
+    "session",
+    "task",
+    "webhook",
+    "webhook_delivery",
+    "workflow",
+]
+
+
+def duration_text(seconds: int) -> str:
+    """ "30 minutes", "1 day", "90 seconds": the largest unit that divides it."""
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds and seconds % size == 0:
+            count = seconds // size
+            return f"{count} {unit}{'' if count == 1 else 's'}"
+    return f"{seconds} seconds"
 
 
 def _uuid(value: str) -> str | None:
@@ -76,6 +117,15 @@ def audit_target_url(project: Project, entry: AuditEntry) -> str | None:
         return f"{reverse('dashboard:api_keys', args=[project.pk])}#key-{target}"
     if kind == "membership":
         return f"{reverse('dashboard:members', args=[project.pk])}#member-{target}"
+    if kind == "handoff" and _uuid(target):
+        return reverse("dashboard:handoff_detail", args=[target])
+    # A webhook's row on the webhooks page (gone once deleted: the page then opens at its top).
+    if kind == "webhook":
+        return f"{reverse('dashboard:webhooks', args=[project.pk])}#endpoint-{target}"
+    if kind == "webhook_delivery" and _uuid(target):
+        return f"{reverse('dashboard:webhooks', args=[project.pk])}#delivery-{target}"
+    if kind == "project" and entry.action == "handoff.settings":
+        return f"{reverse('dashboard:project_settings', args=[project.pk])}#handoff-settings"
     if kind == "project":
         return reverse("dashboard:project_settings", args=[project.pk])
     return None

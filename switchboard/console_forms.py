@@ -125,3 +125,42 @@ class AuditFilterForm(forms.Form):
 def refused(form: forms.Form, error: InvalidInput | Exception) -> None:
     """Show a service's refusal among the form's errors."""
     form.add_error(None, str(getattr(error, "message", error)))
+
+
+# The handoff SLA settings, in minutes on the page (seconds in handoffs_app.services.sla, whose
+# limits these bounds repeat so the form refuses what the service would).
+HANDOFF_SETTING_LABELS = {
+    "question_due_seconds": "Question: due after",
+    "approval_due_seconds": "Approval: due after",
+    "takeover_due_seconds": "Takeover: due after",
+    "budget_due_seconds": "Budget: due after",
+    "expire_after_overdue_seconds": "Expires when overdue for",
+    "lease_seconds": "Lease (a claim lasts, unless renewed)",
+}
+
+
+def handoff_minutes_field(name: str) -> str:
+    return name.removesuffix("_seconds") + "_minutes"
+
+
+class HandoffSettingsForm(forms.Form):
+    """Every handoff setting in whole minutes. `changed_seconds()` gives only the fields the
+    admin changed, in seconds, so a value not in whole minutes is left as it is."""
+
+    def __init__(self, *args: Any, limits: dict[str, tuple[int, int]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name, label in HANDOFF_SETTING_LABELS.items():
+            low, high = limits[name]
+            self.fields[handoff_minutes_field(name)] = forms.IntegerField(
+                label=label,
+                min_value=-(-low // 60),
+                max_value=high // 60,
+                widget=forms.NumberInput(attrs={"class": "minutes"}),
+            )
+
+    def changed_seconds(self) -> dict[str, int]:
+        return {
+            name: self.cleaned_data[handoff_minutes_field(name)] * 60
+            for name in HANDOFF_SETTING_LABELS
+            if handoff_minutes_field(name) in self.changed_data
+        }

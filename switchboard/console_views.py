@@ -13,6 +13,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
@@ -29,19 +30,26 @@ from core.services.members import (
     remove_member,
 )
 from core.services.projects import create_api_key, create_project, rename_project, revoke_api_key
+from core.services.webhooks import project_endpoints
+from handoffs_app.services.records import sla_for
+from handoffs_app.services.sla import DEFAULT_LIMITS, FIELDS, LIMITS, update_handoff_settings
 from switchboard.console_context import (
     KNOWN_ACTIONS,
     KNOWN_TARGET_TYPES,
     audit_rows,
+    duration_text,
     settings_sections,
 )
 from switchboard.console_forms import (
+    HANDOFF_SETTING_LABELS,
     ApiKeyCreateForm,
     AuditFilterForm,
+    HandoffSettingsForm,
     MemberAddForm,
     MemberRoleForm,
     NewProjectForm,
     ProjectNameForm,
+    handoff_minutes_field,
 )
 
 AUDIT_PER_PAGE = 50
@@ -70,12 +78,43 @@ def _console_context(request: HttpRequest, membership: Membership, section: str)
 # --- Settings ---------------------------------------------------------------------------------
 
 
+HANDOFF_LIMITS = {name: LIMITS.get(name, DEFAULT_LIMITS) for name in FIELDS}
+
+
+def _handoff_settings_form(
+    project_id: int, data: Any = None, errors: list[str] | None = None
+) -> HandoffSettingsForm:
+    current = sla_for(project_id)
+    initial = {handoff_minutes_field(name): getattr(current, name) // 60 for name in FIELDS}
+    return HandoffSettingsForm(data, initial=initial, limits=HANDOFF_LIMITS)
+
+
 def _settings_page(
-    request: HttpRequest, membership: Membership, form: ProjectNameForm | None, status: int = 200
+    request: HttpRequest,
+    membership: Membership,
+    form: ProjectNameForm | None,
+    status: int = 200,
+    *,
+    handoff_form: HandoffSettingsForm | None = None,
+    handoff_errors: list[str] | None = None,
 ) -> HttpResponse:
     context = _console_context(request, membership, "settings")
-    context["form"] = form or ProjectNameForm(initial={"name": membership.project.name})
+    project = membership.project
+    context["form"] = form or ProjectNameForm(initial={"name": project.name})
     context["errors"] = form_errors(form) if form is not None else []
+    current = sla_for(project.pk)
+    context["handoff_form"] = handoff_form or _handoff_settings_form(project.pk)
+    context["handoff_errors"] = handoff_errors or []
+    context["handoff_settings"] = [
+        (label, duration_text(getattr(current, name)))
+        for name, label in HANDOFF_SETTING_LABELS.items()
+    ]
+    if context["is_admin"]:
+        endpoints = list(project_endpoints(project).only("active"))
+        context["webhook_counts"] = {
+            "total": len(endpoints),
+            "active": sum(1 for e in endpoints if e.active),
+        }
     return render(request, SETTINGS_PAGE, context, status=status)
 
 
@@ -100,6 +139,34 @@ def project_rename(request: HttpRequest, project_id: int) -> HttpResponse:
         return _settings_page(request, membership, form, _refusal_status(error))
     messages.success(request, "Project renamed.")
     return redirect("dashboard:project_settings", project_id)
+
+
+@require_POST
+@login_required
+def project_handoff_settings(request: HttpRequest, project_id: int) -> HttpResponse:
+    membership = project_for(request, project_id, Role.ADMIN)
+    form = _handoff_settings_form(project_id, request.POST)
+    if not form.is_valid():
+        return _settings_page(
+            request, membership, None, 400, handoff_form=form, handoff_errors=form_errors(form)
+        )
+    changed = form.changed_seconds()
+    if changed:
+        try:
+            update_handoff_settings(project_id, user=request.user, **changed)  # type: ignore[arg-type]
+        except DomainError as error:
+            return _settings_page(
+                request,
+                membership,
+                None,
+                _refusal_status(error),
+                handoff_form=form,
+                handoff_errors=[error.message],
+            )
+        messages.success(request, "Handoff settings saved.")
+    else:
+        messages.info(request, "Nothing to save: the handoff settings are unchanged.")
+    return redirect(f"{reverse('dashboard:project_settings', args=[project_id])}#handoff-settings")
 
 
 # --- Members ----------------------------------------------------------------------------------

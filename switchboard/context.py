@@ -95,7 +95,8 @@ def events_chart(project: Project, *, now: datetime | None = None) -> EventsChar
     counts = _cached_counts(key)
     if counts is None:
         counts = events_per_minute(project, now=now)
-        _cache_counts(key, counts)
+        if not _chart_cache_outage.down:  # a cache that just failed (or hung) is not asked twice
+            _cache_counts(key, counts)
     start = now.replace(second=0, microsecond=0) - timedelta(minutes=len(counts) - 1)
     chart = EventsChart(bars=[], total=sum(counts), peak=max(counts, default=0), start=start)
     step = chart.width / max(len(counts), 1)

@@ -63,6 +63,11 @@ urlpatterns = [
     # the audit log (admin).
     path("p/<int:project_id>/settings/", console_views.project_settings, name="project_settings"),
     path("p/<int:project_id>/settings/name/", console_views.project_rename, name="project_rename"),
+    path(
+        "p/<int:project_id>/settings/handoffs/",
+        console_views.project_handoff_settings,
+        name="project_handoff_settings",
+    ),
     path("p/<int:project_id>/members/", console_views.members, name="members"),
     path("p/<int:project_id>/members/add/", console_views.member_add, name="member_add"),
     path(

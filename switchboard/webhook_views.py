@@ -31,6 +31,7 @@ from core.services.webhooks import (
     redeliver,
     set_endpoint_active,
 )
+from switchboard.console_context import settings_sections
 from switchboard.forms import WebhookEndpointForm, WebhookToggleForm
 
 TEMPLATE = "switchboard/webhooks.html"
@@ -43,9 +44,12 @@ def _page(
     **extra: Any,
 ) -> dict[str, Any]:
     project = membership.project
-    context = base_context(request, membership, "webhooks")
+    # A section of the project's settings (the console's navigation), not a top-level page.
+    context = base_context(request, membership, "settings")
     context.update(
         {
+            "section": "webhooks",
+            "sections": settings_sections(membership),
             "form": form or WebhookEndpointForm(),
             "endpoints": list(project_endpoints(project)),
             "deliveries": recent_deliveries(project),

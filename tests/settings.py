@@ -36,3 +36,8 @@ STATIC_ROOT.mkdir(exist_ok=True)  # noqa: F405
 
 # The webhook tests' receivers listen on the loopback, which production refuses by default.
 SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE_TARGETS = True
+
+# Static files from the app folders whatever DEBUG says, so a server a test runs with DEBUG off
+# (the production error pages) renders without a collectstatic manifest.
+STORAGES["staticfiles"] = {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}  # noqa: F405
+WHITENOISE_USE_FINDERS = True

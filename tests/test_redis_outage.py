@@ -6,6 +6,8 @@ listens on; the shared Redis other suites use is never touched."""
 
 import logging
 import shutil
+import socket
+import time
 from datetime import timedelta
 
 import httpx
@@ -194,3 +196,93 @@ def test_signing_in_works_while_the_sign_in_throttle_store_is_down(db, settings,
         assert right.status_code == 302  # the password is still checked, and it is right
     warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) == 1 and "sign-in throttle" in warnings[0].getMessage()
+
+
+@pytest.mark.slow
+def test_a_hung_redis_does_not_hang_requests(transactional_db, team: Team):
+    """A Redis that accepts connections and never answers (hung, SIGSTOPped, black-holed):
+    the rate limit, an append's live notice and the overview give up on it within their
+    timeouts (the cache's, core.realtime's) and carry on."""
+    session = make_session(team.project)
+    raw = make_api_key(team.project)[1]
+    client = team.client("viewer")
+    cookie = client.cookies[django_settings.SESSION_COOKIE_NAME].value
+    with socket.socket() as hung:
+        hung.bind(("127.0.0.1", 0))
+        hung.listen(1)  # the kernel completes a handshake or two; nobody ever reads or answers
+        url = f"redis://127.0.0.1:{hung.getsockname()[1]}/0"
+        with asgi_server(SWITCHBOARD_API_RATE_PER_MINUTE="3", REDIS_URL=url) as base_url:
+            api = httpx.Client(
+                base_url=f"{base_url}/api/v1",
+                headers={"Authorization": f"Bearer {raw}"},
+                timeout=60,
+            )
+            for _ in range(5):  # beyond the limit: a limiter that cannot count lets them through
+                started = time.monotonic()
+                response = api.get(f"/sessions/{session.pk}")
+                assert response.status_code == 200, response.text[:300]
+                assert time.monotonic() - started < 3, "the rate limit waited on the hung Redis"
+            # An append commits, and its live notice gives up on the hung channel layer.
+            started = time.monotonic()
+            response = api.post(
+                f"/sessions/{session.pk}/events", json={"events": [{"kind": "note"}]}
+            )
+            assert response.status_code == 201, response.text[:300]
+            assert time.monotonic() - started < 3, "the append waited on the hung Redis"
+
+            dashboard = httpx.Client(
+                base_url=base_url,
+                cookies={django_settings.SESSION_COOKIE_NAME: cookie},
+                timeout=60,
+            )
+            for _ in range(2):
+                started = time.monotonic()
+                response = dashboard.get(reverse("dashboard:overview", args=[team.project.pk]))
+                assert response.status_code == 200
+                assert 'id="events-chart"' in response.text
+                assert time.monotonic() - started < 3, "the overview waited on the hung Redis"
+
+
+def test_a_socket_opened_while_redis_is_down_is_refused_with_one_warning(
+    transactional_db, team: Team, settings, tmp_path, caplog
+):
+    """No traceback (an ERROR per socket in the server's log): the handshake is refused, the
+    outage logged once however many pages try, and sockets work again when Redis is back."""
+    session = make_session(team.project)
+    cookie = team.client("viewer").cookies[django_settings.SESSION_COOKIE_NAME].value
+    headers = [
+        (b"origin", b"http://testserver"),
+        (b"host", b"testserver"),
+        (b"cookie", f"{django_settings.SESSION_COOKIE_NAME}={cookie}".encode()),
+    ]
+    paths = [
+        f"/ws/sessions/{session.pk}/?after_seq=0&rows=1",
+        f"/ws/projects/{team.project.pk}/?view=sessions",
+    ]
+    caplog.set_level(logging.INFO)
+
+    async def open_socket(path: str) -> tuple[bool, object]:
+        ws = WebsocketCommunicator(application, path, headers=headers)
+        connected, code = await ws.connect(timeout=10)
+        if connected:
+            await ws.disconnect()
+        else:
+            await ws.wait(timeout=10)  # the consumer has finished, whatever it raised
+        return connected, code
+
+    with private_redis(tmp_path) as redis:
+        redis_settings(settings, redis.url)
+        redis.stop()
+        for path in paths * 2:
+            connected, _ = async_to_sync(open_socket)(path)
+            assert not connected
+        errors = [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+        assert not errors, [r.getMessage() for r in errors]
+        warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(warnings) == 1, [r.getMessage() for r in warnings]
+        assert "live" in warnings[0].getMessage()
+
+        redis.start()
+        for path in paths:
+            connected, _ = async_to_sync(open_socket)(path)
+            assert connected

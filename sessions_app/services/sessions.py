@@ -4,7 +4,9 @@ from collections.abc import AsyncIterator
 from decimal import Decimal
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from asgiref.sync import async_to_sync
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
 
 from core.actors import Actor
 from core.domain_events import publish
@@ -12,9 +14,10 @@ from core.errors import InvalidInput
 from core.models import Project
 from core.services.audit import record_audit
 from sessions_app.models import Agent, Session, SessionStatus
-from sessions_app.queries import aiter_events_json
+from sessions_app.queries import open_export
 
 from ..domain_events import SessionOpened
+from ..errors import ExportBusy
 
 
 def get_or_register_agent(project: Project, name: str, version: str = "") -> Agent:
@@ -125,17 +128,40 @@ def fork_session(parent: Session, *, at_seq: int, actor: Actor, title: str = "")
     return fork
 
 
-def export_session(session: Session, *, actor: Actor) -> AsyncIterator[dict[str, Any]]:
-    """Record who exported the session and return its visible log up to the current head.
+# Seconds a refused export is told to wait (Retry-After) before asking again.
+EXPORT_RETRY_AFTER_SECONDS = 10
 
-    The rows (slice rows, content as stored) are read in keyset chunks while they stream.
+
+def export_session(session: Session, *, actor: Actor) -> AsyncIterator[str]:
+    """Take one of the project's export slots, record who exported the session, and return its
+    visible log up to the current head as JSON Lines chunks (queries.SessionExport).
+
+    At most SWITCHBOARD_EXPORTS_PER_PROJECT exports of a project run at once, whichever
+    server process serves them (the slots are PostgreSQL advisory locks): past that, ExportBusy
+    (429), and nothing is recorded. A few heavy downloads cannot take every connection and
+    core from the project's agents, and one project's exports never refuse another's.
+    Called from a sync view; the export's connection belongs to the server's event loop.
     """
-    record_audit(
-        session.project_id,
-        actor=actor,
-        action="session.export",
-        target_type="session",
-        target_id=session.pk,
-        detail={"head_seq": session.head_seq},
-    )
-    return aiter_events_json(session)
+    slots = settings.SWITCHBOARD_EXPORTS_PER_PROJECT
+    with connection.wrap_database_errors:  # psycopg's errors as Django's (an outage: 503)
+        export = async_to_sync(open_export)(session, slots=slots)
+    if export is None:
+        error = ExportBusy(
+            f"This project already runs {slots} exports, its limit; retry when one ends.",
+            detail={"limit": slots, "retry_after": EXPORT_RETRY_AFTER_SECONDS},
+        )
+        error.retry_after = EXPORT_RETRY_AFTER_SECONDS
+        raise error
+    try:
+        record_audit(
+            session.project_id,
+            actor=actor,
+            action="session.export",
+            target_type="session",
+            target_id=session.pk,
+            detail={"head_seq": session.head_seq},
+        )
+    except BaseException:
+        async_to_sync(export.close)()
+        raise
+    return export.chunks()

@@ -21,11 +21,14 @@ from core.errors import InvalidInput
 from core.models import ApiKey, AuditEntry, KeyScope, Project
 from core.scopes import ApiKeyAuth, route_scope
 from core.services.projects import create_api_key
+from handoffs_app.api import WaitingKeyAuth
+from handoffs_app.models import Handoff
 from sessions_app.models import Event, Session
 from sessions_app.services.events import EventDraft, append_events
 from tasks_app.models import Step, Task
 from tests.conftest import ApiClient
 from tests.factories import make_project, make_session, make_task
+from tests.handoffs.helpers import ask
 
 # (method, path) -> body (None for no body). Bodies are valid where a valid one is simple, so
 # most calls reach the view; the point is that both scopes get the same answer.
@@ -59,10 +62,17 @@ REQUESTS: dict[tuple[str, str], dict | None] = {
     ("POST", "/workflows"): {"name": "scoped_flow"},
     ("GET", "/workflows"): None,
     ("GET", "/workflows/{name}"): None,
+    ("POST", "/sessions/{session_id}/handoffs"): {
+        "kind": "question",
+        "payload": {"question": "Which one?"},
+    },
+    ("GET", "/handoffs"): None,
+    ("GET", "/handoffs/{handoff_id}"): None,
+    ("POST", "/handoffs/{handoff_id}/cancel"): {"reason": "scope test"},
 }
 
-# The routes that need an admin-scoped key. Later issues add the retention policy, holds and
-# webhook endpoints here.
+# The routes that need an admin-scoped key. Later issues add the retention policy and holds
+# here. (Webhook endpoints have no API: the admins' webhooks page manages them.)
 ADMIN_ROUTES = {("PATCH", "/project")}
 
 
@@ -88,7 +98,15 @@ def _world(project: Project) -> dict[str, object]:
         actor=Actor.system("tests"),
     )
     task = make_task(project)
-    return {"session_id": str(session.pk), "task_id": str(task.pk), "key": "draft", "name": ""}
+    # On a session of its own: the first session stays free to ask for one.
+    handoff = ask(make_session(project, title="waiting for a person"), kind="question")
+    return {
+        "session_id": str(session.pk),
+        "task_id": str(task.pk),
+        "handoff_id": str(handoff.pk),
+        "key": "draft",
+        "name": "",
+    }
 
 
 def _fill(template: str, ids: dict[str, object], n: int) -> str:
@@ -131,6 +149,7 @@ def _state(project: Project) -> tuple:
         sorted(Task.objects.filter(project=project).values_list("pk", "state", "version")),
         sorted(Step.objects.filter(task__project=project).values_list("pk", "status")),
         AuditEntry.objects.filter(project=project).count(),
+        sorted(Handoff.objects.filter(project=project).values_list("pk", "status")),
     )
 
 
@@ -149,7 +168,11 @@ def test_it_has_a_request_for_every_route_and_knows_which_need_admin():
         # Every route authenticates (a key, or for signals a key or the task's signal token).
         assert operation.auth_callbacks, route
         if route_scope(operation) == "agent" and "/signals/" not in route[1]:
-            assert any(isinstance(cb, ApiKeyAuth) for cb in operation.auth_callbacks), route
+            # The handoff long-poll's auth (WaitingKeyAuth) checks the same API key and hands
+            # its connection back before the wait; the agent scope is every key's, so it
+            # needs no scope check of its own.
+            agent_auth = (ApiKeyAuth, WaitingKeyAuth)
+            assert any(isinstance(cb, agent_auth) for cb in operation.auth_callbacks), route
 
 
 @pytest.mark.parametrize(("method", "path"), sorted(REQUESTS), ids=lambda v: str(v))

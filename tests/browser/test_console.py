@@ -238,6 +238,34 @@ def test_the_settings_page(team: Team, live_url, console_page, screenshot):
     expect(page.locator(".console-nav")).to_have_text(re.compile(r"^\s*General\s+Members\s*$"))
 
 
+def test_an_admin_changes_the_handoff_settings_and_a_viewer_reads_them(
+    team: Team, live_url, console_page, screenshot
+):
+    from handoffs_app.services.records import sla_for
+
+    page = console_page
+    sign_in(page, live_url, team.admin.username)
+    page.goto(f"{live_url}/p/{team.project.pk}/settings/")
+    card = page.locator("#handoff-settings")
+    card.get_by_label("Lease (a claim lasts, unless renewed)").fill("5")
+    card.get_by_label("Question: due after").fill("45")
+    card.get_by_role("button", name="Save handoff settings").click()
+    expect(page.locator(".messages")).to_contain_text("Handoff settings saved.")
+    expect(card.get_by_label("Lease (a claim lasts, unless renewed)")).to_have_value("5")
+    screenshot("admin-handoff-settings")
+    page.check_policy()
+    saved = sla_for(team.project.pk)
+    assert (saved.lease_seconds, saved.question_due_seconds) == (300, 45 * 60)
+    # The webhooks page is a section of the settings, for admins.
+    page.locator(".console-nav").get_by_role("link", name="Webhooks").click()
+    expect(page.get_by_role("heading", name="Webhooks", level=1)).to_be_visible()
+    page.context.clear_cookies()
+    sign_in(page, live_url, team.viewer.username)
+    page.goto(f"{live_url}/p/{team.project.pk}/settings/")
+    expect(page.locator("#handoff-settings")).to_contain_text("45 minutes")
+    expect(page.locator("#handoff-settings input")).to_have_count(0)
+
+
 def test_the_django_admin_lists_keys_without_their_hash(
     team: Team, live_url, console_page, screenshot
 ):

@@ -27,8 +27,12 @@ def test_an_admin_adds_an_endpoint_sees_the_delivery_and_redelivers_it(
     with receiver() as recv:
         sign_in(page, live_url, team.admin.username)
         page.goto(f"{live_url}/p/{team.project.pk}/")
-        page.get_by_role("link", name="Webhooks").click()
-        expect(page.get_by_role("heading", name="Webhooks")).to_be_visible()
+        # Webhooks are a section of the project's settings.
+        page.get_by_role("navigation", name="Main").get_by_role("link", name="Settings").click()
+        page.get_by_role("navigation", name="Project settings").get_by_role(
+            "link", name="Webhooks"
+        ).click()
+        expect(page.get_by_role("heading", name="Webhooks", level=1)).to_be_visible()
 
         page.fill("#id_url", recv.url)
         page.get_by_label("session.paused", exact=False).check()

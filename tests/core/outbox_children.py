@@ -39,11 +39,11 @@ def _meet_on_first_send() -> None:
     real = domain_events.send_to_groups
     state = {"first": True}
 
-    def send(groups, payload):  # type: ignore[no-untyped-def]
+    def send(groups, payload, **kwargs):  # type: ignore[no-untyped-def]
         if state["first"]:
             state["first"] = False
             barrier().wait()
-        return real(groups, payload)
+        return real(groups, payload, **kwargs)
 
     domain_events.send_to_groups = send
 

@@ -342,7 +342,7 @@ def test_a_live_notice_that_fails_does_not_fail_the_committed_append(project, mo
 
     session = make_session(project)
 
-    def broken(groups, message):
+    def broken(groups, message, **kwargs):
         raise RuntimeError("channel layer misconfigured")
 
     monkeypatch.setattr(domain_events, "send_to_groups", broken)

@@ -291,3 +291,117 @@ def test_unusable_audit_filters_are_a_400_saying_why(team, params):
     response = team.client("admin").get(url("audit_log", team), params)
     assert response.status_code == 400
     assert b"These filters cannot be used." in response.content
+
+
+# --- Handoff settings, webhooks link, audit links ---------------------------------------------
+
+
+def handoff_settings(team) -> dict:
+    from handoffs_app.services.records import sla_for
+    from handoffs_app.services.sla import FIELDS
+
+    current = sla_for(team.project.pk)
+    return {name: getattr(current, name) for name in FIELDS} | {"saved": current.pk is not None}
+
+
+def settings_form(team, **minutes) -> dict:
+    """The form as the page renders it (the current values), with `minutes` changed."""
+    from handoffs_app.services.sla import FIELDS
+
+    current = handoff_settings(team)
+    data = {name.removesuffix("_seconds") + "_minutes": current[name] // 60 for name in FIELDS}
+    return data | minutes
+
+
+def test_an_admin_changes_the_handoff_settings_in_minutes(team):
+    client = team.client("admin")
+    before = handoff_settings(team)
+    response = client.post(
+        url("project_handoff_settings", team),
+        settings_form(team, question_due_minutes=45, lease_minutes=5),
+    )
+    assert response.status_code == 302
+    assert response["Location"] == url("project_settings", team) + "#handoff-settings"
+    after = handoff_settings(team)
+    assert after["question_due_seconds"] == 45 * 60 and after["lease_seconds"] == 300
+    unchanged = {k for k in before if k not in ("question_due_seconds", "lease_seconds", "saved")}
+    assert {k: after[k] for k in unchanged} == {k: before[k] for k in unchanged}
+    entry = AuditEntry.objects.get(project=team.project, action="handoff.settings")
+    assert entry.actor == f"user:{team.admin.username}"
+    assert entry.detail["after"]["lease_seconds"] == 300
+    page = client.get(url("project_settings", team)).content.decode()
+    assert 'name="question_due_minutes"' in page and 'value="45"' in page
+    # The audit log links the entry to the settings' card.
+    log = client.get(url("audit_log", team)).content.decode()
+    assert f'href="{url("project_settings", team)}#handoff-settings"' in log
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"lease_minutes": 0}, "Ensure this value is greater than or equal to 1."),
+        ({"lease_minutes": 24 * 60 + 1}, "Ensure this value is less than or equal to 1440."),
+        ({"takeover_due_minutes": "soon"}, "Enter a whole number."),
+        ({"budget_due_minutes": ""}, "This field is required."),
+        ({"expire_after_overdue_minutes": 90 * 24 * 60 + 1}, "less than or equal to 129600"),
+        ({"approval_due_minutes": "-5"}, "greater than or equal to 1"),
+    ],
+)
+def test_bad_handoff_settings_are_refused_with_nothing_changed(team, change, message):
+    before, counts = handoff_settings(team), world()
+    response = team.client("admin").post(
+        url("project_handoff_settings", team),
+        settings_form(team, **{"lease_minutes": 10, **change}),
+    )
+    assert response.status_code == 400
+    assert b"Nothing was saved." in response.content
+    assert message in response.content.decode()
+    assert handoff_settings(team) == before and world() == counts  # not even the valid field
+
+
+def test_members_read_the_handoff_settings_and_only_admins_see_the_form_and_webhooks(team):
+    from handoffs_app.services.sla import update_handoff_settings
+
+    update_handoff_settings(team.project.pk, user=team.admin, approval_due_seconds=2 * 3600)
+    for who in ("viewer", "operator"):
+        page = team.client(who).get(url("project_settings", team)).content.decode()
+        assert "Approval: due after" in page and "2 hours" in page and "15 minutes" in page
+        assert 'name="approval_due_minutes"' not in page
+        assert url("webhooks", team) not in page  # webhooks are the admins'
+        response = team.client(who).post(
+            url("project_handoff_settings", team), settings_form(team, lease_minutes=2)
+        )
+        assert response.status_code == 403
+    assert handoff_settings(team)["lease_seconds"] == 15 * 60
+    admin_page = team.client("admin").get(url("project_settings", team)).content.decode()
+    assert 'name="approval_due_minutes"' in admin_page and 'value="120"' in admin_page
+    assert f'href="{url("webhooks", team)}"' in admin_page
+    assert "No endpoints yet." in admin_page
+
+
+def test_an_unchanged_form_saves_nothing(team):
+    response = team.client("admin").post(url("project_handoff_settings", team), settings_form(team))
+    assert response.status_code == 302
+    assert not handoff_settings(team)["saved"]
+    assert not AuditEntry.objects.filter(action="handoff.settings").exists()
+
+
+def test_the_audit_log_links_handoff_and_webhook_entries(team):
+    from core.services.webhooks import create_endpoint
+    from tests.handoffs.helpers import ask
+
+    endpoint, _ = create_endpoint(
+        team.project,
+        url="https://hooks.example.com/in",
+        events=["handoff.created"],
+        actor=Actor.for_user(team.admin),
+    )
+    handoff = ask(make_session(team.project), kind="question")
+    client = team.client("admin")
+    page = client.get(url("audit_log", team)).content.decode()
+    assert f'href="{reverse("dashboard:handoff_detail", args=[handoff.pk])}"' in page
+    assert f'href="{url("webhooks", team)}#endpoint-{endpoint.pk}"' in page
+    filtered = client.get(url("audit_log", team), {"action": "handoff.requested"})
+    assert filtered.status_code == 200
+    assert '<option value="handoff.requested"' in page or 'value="handoff.requested"' in page
+    assert 'value="webhook_delivery"' in page

@@ -8,17 +8,30 @@ from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
+from django.utils.html import escape
 
 from core.actors import Actor
-from core.models import ApiKey, AuditEntry, Membership, Project, Role
+from core.models import (
+    ApiKey,
+    AuditEntry,
+    Membership,
+    Project,
+    Role,
+    WebhookDelivery,
+    WebhookEndpoint,
+)
+from core.services.webhooks import create_endpoint, redeliver
+from handoffs_app.services.sla import update_handoff_settings
 from sessions_app.models import Event, Session, Snapshot
 from sessions_app.services.events import EventDraft, append_events
 from sessions_app.services.state import take_snapshot
 from tasks_app.models import TaskHistory
 from tasks_app.services.signals import deliver_signal
 from tests.factories import make_api_key, make_member, make_project, make_session, make_task
+from tests.handoffs.helpers import ask
+from tests.servers import free_port
 
-APPS = ("core", "sessions_app", "tasks_app")
+APPS = ("core", "sessions_app", "tasks_app", "handoffs_app")
 NOT_REGISTERED = {Event}  # composite primary key (session_id, seq): see sessions_app/admin.py
 READ_ONLY = {
     "auditentry",
@@ -31,6 +44,10 @@ READ_ONLY = {
     "taskhistory",
     "tasksignal",
     "workflowdefinition",
+    "handoff",
+    "handoffsettings",
+    "webhookdelivery",
+    "webhookattempt",
 }
 
 
@@ -57,7 +74,26 @@ def data(db):
     take_snapshot(session, 1, reason="manual")
     task = make_task(project, session_ids=[str(session.pk)])
     deliver_signal(task, "reviewer_answered", actor=Actor.system("t"), payload={"ok": True})
-    return {"project": project, "admin": admin_user, "key": key, "raw": raw, "session": session}
+    # Nobody listens at the endpoint's port: the redelivery fails fast, and is logged.
+    endpoint, secret = create_endpoint(
+        project,
+        url=f"http://127.0.0.1:{free_port()}/hooks",
+        events=["handoff.created"],
+        actor=Actor.system("t"),
+    )
+    handoff = ask(make_session(project, title="Asks"), kind="question")
+    redeliver(WebhookDelivery.objects.get(endpoint=endpoint), actor=Actor.system("t"))
+    update_handoff_settings(project.pk, user=admin_user, lease_seconds=600)
+    return {
+        "project": project,
+        "admin": admin_user,
+        "key": key,
+        "raw": raw,
+        "session": session,
+        "endpoint": endpoint,
+        "secret": secret,
+        "handoff": handoff,
+    }
 
 
 def models():
@@ -160,3 +196,72 @@ def test_a_sessions_page_lists_its_latest_events(staff, data):
     assert reverse("dashboard:session_detail", args=[session.pk]).encode() in page.content
     assert Session.objects.get(pk=session.pk).head_seq == 1
     assert Snapshot.objects.exists() and TaskHistory.objects.exists()
+
+
+def test_a_webhook_secret_is_shown_nowhere(staff, data):
+    endpoint = data["endpoint"]
+    pages = [
+        staff.get(reverse("admin:core_webhookendpoint_changelist")),
+        staff.get(reverse("admin:core_webhookendpoint_change", args=[endpoint.pk])),
+        staff.get(reverse("admin:core_webhookdelivery_changelist")),
+        staff.get(reverse("admin:core_webhookendpoint_changelist"), {"q": "whsec_"}),
+    ]
+    for response in pages:
+        text = response.content.decode()
+        assert response.status_code == 200
+        assert data["secret"] not in text and data["secret"][:10] not in text
+        assert 'name="secret"' not in text
+    assert endpoint.url in pages[0].content.decode()
+    assert staff.get(reverse("admin:core_webhookendpoint_add")).status_code == 403
+
+
+def test_an_endpoint_is_disabled_and_deleted_through_the_services(staff, data):
+    endpoint = data["endpoint"]
+    changelist = reverse("admin:core_webhookendpoint_changelist")
+    response = staff.post(
+        changelist, {"action": "disable_endpoints", "_selected_action": [endpoint.pk]}
+    )
+    assert response.status_code == 302
+    assert WebhookEndpoint.objects.get(pk=endpoint.pk).active is False
+    assert AuditEntry.objects.get(action="webhook.disabled").actor == "user:staff"
+    # The change form edits `active` only, through the same service.
+    change = reverse("admin:core_webhookendpoint_change", args=[endpoint.pk])
+    response = staff.post(change, {"active": "on", "url": "https://evil.example.com/"})
+    assert response.status_code == 302, response.content
+    reloaded = WebhookEndpoint.objects.get(pk=endpoint.pk)
+    assert reloaded.active is True and reloaded.url == endpoint.url
+    assert AuditEntry.objects.filter(action="webhook.enabled").count() == 1
+    delete = reverse("admin:core_webhookendpoint_delete", args=[endpoint.pk])
+    assert staff.post(delete, {"post": "yes"}).status_code == 302
+    assert not WebhookEndpoint.objects.filter(pk=endpoint.pk).exists()
+    assert not WebhookDelivery.objects.filter(endpoint_id=endpoint.pk).exists()
+    assert AuditEntry.objects.filter(action="webhook.deleted").count() == 1
+
+
+def test_staff_redeliver_a_delivery_through_the_service(staff, data):
+    delivery = WebhookDelivery.objects.get(endpoint=data["endpoint"])
+    response = staff.post(
+        reverse("admin:core_webhookdelivery_changelist"),
+        {"action": "redeliver_deliveries", "_selected_action": [delivery.pk]},
+        follow=True,
+    )
+    assert b"0 redelivered, 1 failed again" in response.content
+    delivery.refresh_from_db()
+    assert delivery.attempts == 2  # the fixture's redelivery, and this one
+    assert list(delivery.attempt_log.values_list("redelivery", flat=True)) == [True, True]
+    page = staff.get(reverse("admin:core_webhookdelivery_change", args=[delivery.pk]))
+    error = delivery.attempt_log.last().error
+    assert error and escape(error) in page.content.decode()  # the attempt log, inline
+
+
+def test_a_handoffs_page_links_its_workspace_and_settings_point_at_the_console(staff, data):
+    handoff = data["handoff"]
+    page = staff.get(reverse("admin:handoffs_app_handoff_change", args=[handoff.pk]))
+    assert reverse("dashboard:handoff_detail", args=[handoff.pk]).encode() in page.content
+    found = staff.get(reverse("admin:handoffs_app_handoff_changelist"), {"q": "Asks"})
+    assert str(handoff.pk).encode() in found.content
+    settings_row = data["project"].handoff_settings
+    page = staff.get(reverse("admin:handoffs_app_handoffsettings_change", args=[settings_row.pk]))
+    assert reverse("dashboard:project_settings", args=[data["project"].pk]).encode() in (
+        page.content
+    )

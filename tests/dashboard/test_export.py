@@ -1,11 +1,15 @@
 import json
 
+import pytest
 from asgiref.sync import async_to_sync
 from django.urls import reverse
 
 from core.actors import Actor
 from core.models import AuditEntry
 from sessions_app.services.sessions import fork_session
+
+# The export reads through a database connection of its own (the rows must be committed).
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def read_stream(response) -> bytes:

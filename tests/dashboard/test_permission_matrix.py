@@ -9,8 +9,8 @@ an outsider who is an admin of another project only. The rules:
   viewer → allowed to read, 403 on operator actions · operator and admin → allowed ·
   the webhooks pages → admins only (403 for viewers and operators, reads included).
   below the row's role → 403, nothing changed · at or above it → allowed.
-Console rows: settings and members are read by every member, changed by admins; API keys and
-the audit log are admin-only.
+Console rows: settings (the project's name and its handoff SLA settings) and members are read
+by every member, changed by admins; API keys, webhooks and the audit log are admin-only.
 """
 
 import itertools
@@ -37,7 +37,7 @@ from core.models import (
     WebhookEndpoint,
 )
 from core.services.webhooks import create_endpoint
-from handoffs_app.models import Handoff
+from handoffs_app.models import Handoff, HandoffSettings
 from handoffs_app.services.handoffs import claim_handoff, request_handoff_locked, take_over
 from sessions_app.models import Event, Session, Snapshot
 from sessions_app.services.lifecycle import pause_session
@@ -80,9 +80,9 @@ class World:
     team: Any
     session: Session
     task: Task
-    handoff: Any = None
     api_key: ApiKey
     stranger: Any  # a user in no project (to be added as a member)
+    handoff: Any = None
 
     @property
     def viewer_membership(self) -> Membership:
@@ -125,6 +125,9 @@ def snapshot() -> dict[str, Any]:
         "task_history": TaskHistory.objects.count(),
         "handoffs": sorted(
             Handoff.objects.values_list("pk", "status", "lease_holder_id", "lease_expires_at")
+        ),
+        "handoff_settings": sorted(
+            HandoffSettings.objects.values_list("project_id", "lease_seconds", "updated_at")
         ),
         "webhooks": sorted(WebhookEndpoint.objects.values_list("pk", "url", "active")),
         "deliveries": sorted(WebhookDelivery.objects.values_list("pk", "status", "attempts")),
@@ -498,6 +501,26 @@ MATRIX: dict[str, Row] = {
         ),
         data={"name": "renamed by matrix"},
     ),
+    "dashboard:project_handoff_settings": Row(
+        "post",
+        "admin",
+        changed(
+            lambda w: (
+                reverse("dashboard:project_settings", args=[w.team.project.pk])
+                + "#handoff-settings"
+            ),
+            lambda w: HandoffSettings.objects.get(project=w.team.project).lease_seconds == 600,
+            "handoff.settings",
+        ),
+        data={
+            "question_due_minutes": 30,
+            "approval_due_minutes": 30,
+            "takeover_due_minutes": 15,
+            "budget_due_minutes": 60,
+            "expire_after_overdue_minutes": 24 * 60,
+            "lease_minutes": 10,
+        },
+    ),
     "dashboard:members": Row("get", "viewer", console_page),
     "dashboard:member_add": Row(
         "post",
@@ -562,13 +585,21 @@ def test_every_dashboard_url_has_a_row_and_every_row_a_url():
     assert sorted(set(MATRIX) - set(URLS)) == [], "rows in MATRIX for URLs that are gone"
 
 
-@pytest.mark.parametrize(("name", "persona"), list(itertools.product(sorted(URLS), PERSONAS)))
+def cases() -> list[Any]:
+    """Every URL × persona; the export reads through a connection of its own, so its cases
+    commit their rows (transactional) for it to see them."""
+    return [
+        pytest.param(name, persona, marks=pytest.mark.django_db(transaction=True))
+        if name == "dashboard:session_export"
+        else (name, persona)
+        for name, persona in itertools.product(sorted(URLS), PERSONAS)
+    ]
+
+
+@pytest.mark.parametrize(("name", "persona"), cases())
 def test_the_matrix(team, session, name, persona):
     assert name in MATRIX, f"{name} has no row in MATRIX: decide who may use it"
     row = MATRIX[name]
-    world = World(team=team, session=session, task=make_task(team.project))
-    if "handoff_id" in URLS[name] or name == "dashboard:handoff_queue":
-        world.handoff = open_handoff(make_session(team.project, title="asks for a person"))
     world = World(
         team=team,
         session=session,
@@ -576,6 +607,8 @@ def test_the_matrix(team, session, name, persona):
         api_key=make_api_key(team.project)[0],
         stranger=make_user(),
     )
+    if "handoff_id" in URLS[name] or name == "dashboard:handoff_queue":
+        world.handoff = open_handoff(make_session(team.project, title="asks for a person"))
     if row.prepare:
         row.prepare(world)
     if row.prepare_holder:

@@ -84,3 +84,42 @@ def test_api_and_dashboard_answer_503_while_the_database_is_down_and_recover(pri
         status, _, body, took = fetch(page_url, page_headers)
         print(f"dashboard after restart: {status} in {took:.3f} s")
         assert status == 200, body[:500]
+
+
+# Static files from the app folders with DEBUG off too (tests never collectstatic).
+PRODUCTION = {"DEBUG": "false", "SECRET_KEY": "faults-test-secret-key-" + "x" * 40}
+
+
+def test_errors_outside_views_answer_503_not_500_while_the_database_is_down(private_pg, fixtures):
+    """What fails before or after a view (the session loaded while rendering the not-found
+    page, the session middleware saving its changes) reaches Django's last-resort handler,
+    which answered the 500 page; a database outage answers the friendly 503 there too."""
+    page_headers = {"Cookie": f"sessionid={fixtures['cookie']}"}
+    api_headers = {"Authorization": f"Bearer {fixtures['key']}", **page_headers}
+    with asgi_server(**private_pg.env(DB_POOL_TIMEOUT=POOL_TIMEOUT, **PRODUCTION)) as base:
+        missing_page = f"{base}/p/{fixtures['project_id']}/no-such-page/"
+        missing_api = f"{base}/api/v1/no-such-endpoint"
+        assert fetch(missing_page, page_headers)[0] == 404
+        assert fetch(missing_api, api_headers)[0] == 404
+
+        private_pg.stop()
+        try:
+            for _ in range(2):
+                status, content_type, body, _ = fetch(missing_page, page_headers)
+                print("not-found page while down:", status)
+                assert status == 503, body[:1000]
+                assert content_type.startswith("text/html")
+                assert "temporarily unavailable" in body and "Traceback" not in body
+                # The same under /api/ (a browser's cookie along): the API's JSON 503.
+                status, content_type, body, _ = fetch(missing_api, api_headers)
+                assert status == 503, body[:1000]
+                assert content_type.startswith("application/json")
+                assert json.loads(body)["error"]["code"] == "unavailable"
+        finally:
+            private_pg.start()
+        # Back by itself (a request or two may still meet the server starting up).
+        deadline = time.monotonic() + 20
+        while (status := fetch(missing_page, page_headers)[0]) == 503:
+            assert time.monotonic() < deadline, "still 503 twenty seconds after the restart"
+            time.sleep(0.2)
+        assert status == 404

@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 from asgiref.sync import async_to_sync
 
 from core.actors import Actor
@@ -9,6 +10,9 @@ from core.models import AuditEntry
 from sessions_app.services.events import EventDraft, append_events
 from sessions_app.services.sessions import fork_session
 from tests.factories import make_session
+
+# The export reads through a database connection of its own (the rows must be committed).
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _read(response) -> bytes:

@@ -33,7 +33,7 @@ def test_it_announces_a_transition_to_the_task_and_task_list_groups_after_commit
     monkeypatch.setattr(
         domain_events,
         "send_to_groups",
-        lambda groups, msg: sent.append((groups, json.loads(json.dumps(msg)))),
+        lambda groups, msg, **kwargs: sent.append((groups, json.loads(json.dumps(msg)))),
     )
     task = make_task(project)
     with django_capture_on_commit_callbacks(execute=True):
@@ -70,7 +70,7 @@ def test_it_broadcasts_nothing_for_a_refused_transition(
     project, monkeypatch, django_capture_on_commit_callbacks
 ):
     sent = []
-    monkeypatch.setattr(domain_events, "send_to_groups", lambda *a: sent.append(a))
+    monkeypatch.setattr(domain_events, "send_to_groups", lambda *a, **kw: sent.append(a))
     task = make_task(project)
     with django_capture_on_commit_callbacks(execute=True), pytest.raises(InvalidTransition):
         transition_task(task, "published", actor=TESTER)
