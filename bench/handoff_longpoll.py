@@ -17,12 +17,16 @@
 4. Prints p50 / p95 / mean per arm (all rounds pooled), the ratio loaded/baseline, threads
    and connections seen. Nothing is asserted; the target is a ratio within 1.10.
 
+The long-poll waits in config.longpoll (the dispatcher's small ASGI app), not in Django's ASGI
+handler, which gives every in-flight request its own thread-sensitive executor thread (asgiref
+ThreadSensitiveContext, first used by request_started's sync receivers): the server's thread
+count should stay flat with the polls waiting (the loop's default executor, at most cpu+4
+threads, runs their brief reads). The server's own gauge of waiting long-polls is printed too,
+while they wait and 1 s after the polling process has closed its connections (a wait whose
+agent went away ends at once).
+
 BENCH_SETTINGS (a settings module) and BENCH_PYTHONPATH (where it lives) run the server with
-other settings, e.g. only async-capable middleware, to see what the thread count comes from:
-Django's ASGI handler gives every in-flight request its own thread-sensitive executor thread
-(asgiref ThreadSensitiveContext, first used by request_started's sync receivers), so the count
-is one per waiting request with or without sync middleware; the long-poll view itself holds
-neither a thread nor a database connection while it waits.
+other settings.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET_KEY = "bench-only-secret-key-not-for-production-0123456789"
+METRICS_TOKEN = "bench-only-metrics-token"
 
 
 def pct(values: list[float], q: float) -> float:
@@ -63,6 +68,7 @@ def env_for(db_url: str, redis_url: str) -> dict[str, str]:
         DEBUG="false",
         ALLOWED_HOSTS="127.0.0.1,localhost",
         SWITCHBOARD_API_RATE_PER_MINUTE="0",
+        SWITCHBOARD_METRICS_TOKEN=METRICS_TOKEN,
         CACHE_KEY_PREFIX="bench-handoffs",
         LOG_LEVEL="WARNING",
         PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("BENCH_PYTHONPATH")) if p),
@@ -168,6 +174,22 @@ def threads_of(pid: int) -> int:
     return -1
 
 
+def waiting_gauge(base: str) -> str:
+    """The server's switchboard_handoff_longpolls_waiting (config.longpoll)."""
+    import httpx
+
+    try:
+        text = httpx.get(
+            base + "/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"}, timeout=10
+        ).text
+    except httpx.HTTPError:
+        return "?"
+    for line in text.splitlines():
+        if line.startswith("switchboard_handoff_longpolls_waiting "):
+            return str(int(float(line.split()[1])))
+    return "?"
+
+
 def connections(db_name: str) -> str:
     """Open connections to the scratch database: all of them / those not idle (the pool keeps
     idle ones open; a connection held by a waiting request would sit 'idle in transaction' or
@@ -223,6 +245,8 @@ def main() -> None:
     idle_threads: list[int] = []
     seen_threads: list[int] = []
     seen_connections: list[str] = []
+    seen_waiting: list[str] = []
+    left_waiting: list[str] = []
     idle_connections: list[str] = []
     try:
         deadline = time.monotonic() + 30
@@ -250,6 +274,7 @@ def main() -> None:
                 time.sleep(2.0)  # every request has reached its wait
                 seen_threads.append(threads_of(server.pid))
                 seen_connections.append(connections(args.db))
+                seen_waiting.append(waiting_gauge(base))
                 loaded += time_appends(client, session_id, args.appends)
                 seen_threads.append(threads_of(server.pid))
                 seen_connections.append(connections(args.db))
@@ -257,6 +282,8 @@ def main() -> None:
                 child.join(90)
                 if child.is_alive():
                     child.terminate()
+                time.sleep(1.0)
+                left_waiting.append(waiting_gauge(base))
                 print(f"round {round_no + 1}/{args.rounds} done", flush=True)
     finally:
         server.terminate()
@@ -281,6 +308,10 @@ def main() -> None:
         f"   mean {statistics.mean(loaded) / statistics.mean(baseline):.3f}"
     )
     print(f"server threads: idle {idle_threads}, with long-polls waiting {seen_threads}")
+    print(
+        f"long-polls waiting on the server: during {seen_waiting}, 1 s after the polling "
+        f"process closed its connections {left_waiting}"
+    )
     print(
         f"database connections open/not idle: idle {idle_connections}, with long-polls waiting "
         f"{seen_connections}"

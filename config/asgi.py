@@ -1,6 +1,8 @@
 """The one ASGI entry point: `uvicorn config.asgi:application` serves everything on one URL.
 
 - websockets: the channels stack (live pages);
+- the handoff long-poll (`GET /api/v1/handoffs/{id}?wait=S`): config.longpoll waits for the
+  handoff holding no thread (Django's ASGI handler keeps one per request), then Django answers;
 - HTTP whose path matches settings.SWITCHBOARD_ASYNC_HTTP_PATHS (the session export's
   streaming, the handoff long-poll: requests that wait or stream and must hold no thread):
   Django's ASGI handler;
@@ -34,6 +36,7 @@ from channels.routing import URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 
+from config.longpoll import HandoffLongPoll  # noqa: E402
 from config.routing import websocket_urlpatterns  # noqa: E402
 
 Scope = dict[str, Any]
@@ -71,10 +74,13 @@ class Dispatcher:
         self.async_path = re.compile("|".join(f"(?:{p})" for p in async_paths) or r"(?!)")
         self.wsgi = _LoopAwareWsgi(django_wsgi_app)
         self.wsgi_app = WSGIMiddleware(self.wsgi, workers=wsgi_threads)  # type: ignore[arg-type]
+        self.longpoll = HandoffLongPoll(django_asgi_app)  # type: ignore[arg-type]
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         kind = scope["type"]
         if kind == "http":
+            if self.longpoll.handles(scope):
+                return await self.longpoll(scope, receive, send)
             if self.async_path.match(scope["path"]):
                 return await django_asgi_app(scope, receive, send)  # type: ignore[arg-type]
             if self.wsgi.loop is None:

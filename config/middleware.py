@@ -62,7 +62,10 @@ class RequestMetricsMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        started = time.perf_counter()
+        # A handoff long-poll's wait happened before Django saw it (config/longpoll.py): count
+        # from when it began, as for any other request.
+        scope = getattr(request, "scope", None) or {}
+        started = scope.get("switchboard.started") or time.perf_counter()
         response = self.get_response(request)
         match = request.resolver_match
         route = match.route if match is not None and match.route else "<unmatched>"

@@ -125,7 +125,9 @@ SWITCHBOARD_ASYNC_HTTP_PATHS = [
     # The session export (a million-event session streams for seconds).
     r"^/api/v1/sessions/[^/]+/export$",
     r"^/sessions/[^/]+/export\.jsonl$",
-    # The handoff long-poll (GET with ?wait=): a waiting agent holds no thread.
+    # The handoff long-poll (GET with ?wait=): a waiting agent holds no thread. config.asgi's
+    # dispatcher sends it to config.longpoll first (Django's ASGI handler keeps a thread per
+    # request); this entry is for a reverse proxy in front of separate WSGI/ASGI servers.
     r"^/api/v1/handoffs/[^/]+$",
 ]
 # Threads per process running WSGI requests inside the ASGI server (config/asgi.py).

@@ -74,6 +74,17 @@ WEBSOCKETS = Gauge(
     "Open dashboard websocket connections (accepted, not yet closed).",
     multiprocess_mode="livesum",
 )
+HANDOFF_LONGPOLLS_WAITING = Gauge(
+    PREFIX + "handoff_longpolls_waiting",
+    "Agents' handoff long-polls waiting now (config/longpoll.py: no thread, no connection).",
+    multiprocess_mode="livesum",
+)
+HANDOFF_LONGPOLLS_ENDED = Counter(
+    PREFIX + "handoff_longpolls_ended",
+    "Handoff long-poll waits ended, by how: resolved, timeout (the wait's S seconds passed), "
+    "disconnected (the agent went away; nothing is answered).",
+    ["how"],
+)
 JOB_SECONDS = Histogram(
     PREFIX + "job_duration_seconds",
     "Celery job runs and their durations, by task name and final state.",

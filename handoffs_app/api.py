@@ -194,7 +194,9 @@ def list_project_handoffs(request: HttpRequest, params: Query[HandoffListQuery])
     )
 
 
-def _read(api_key: ApiKey, handoff_id: UUID) -> tuple[dict[str, Any], bool]:
+def read_state(api_key: ApiKey, handoff_id: UUID) -> tuple[dict[str, Any], bool]:
+    """The handoff's JSON and whether it is resolved; the connection goes back to the pool.
+    (Also config/longpoll.py's reading while it waits.)"""
     try:
         handoff = get_handoff_for_key(api_key, handoff_id)
         return handoff_to_dict(handoff), handoff.is_resolved
@@ -220,7 +222,7 @@ async def read_handoff(
     ),
 ) -> HttpResponse:
     api_key = request_key(request)
-    read = sync_to_async(_read)
+    read = sync_to_async(read_state)
     body, resolved = await read(api_key, handoff_id)  # a 404 before any waiting
     if wait and not resolved:
         body = await wait_for_resolution(
