@@ -13,6 +13,7 @@ from core.domain_events import publish
 from core.errors import InvalidInput
 from core.models import Project
 from core.services.audit import record_audit
+from sessions_app.compaction import refuse_inside_compacted
 from sessions_app.models import Agent, Session, SessionStatus
 from sessions_app.queries import open_export
 
@@ -90,12 +91,18 @@ def fork_session(parent: Session, *, at_seq: int, actor: Actor, title: str = "")
             f"at_seq must be between 0 and the head ({parent.head_seq}).",
             detail={"at_seq": at_seq, "head_seq": parent.head_seq},
         )
-    ancestry = [
-        [str(segment_id), at_seq if upto is None else min(upto, at_seq)]
-        for segment_id, lower, upto in parent.lineage_segments()
-        if lower < at_seq
-    ]
     with transaction.atomic():
+        # The parent's row lock orders this fork after any compaction of the parent in flight
+        # (compaction locks it FOR UPDATE and never passes a live fork's fork_seq, see
+        # retention_app.services.compaction); a fork inside a compacted range is refused (410):
+        # its state there cannot be folded.
+        parent = Session.objects.select_for_update(no_key=True).get(pk=parent.pk)
+        refuse_inside_compacted(parent, at_seq, what="fork point")
+        ancestry = [
+            [str(segment_id), at_seq if upto is None else min(upto, at_seq)]
+            for segment_id, lower, upto in parent.lineage_segments()
+            if lower < at_seq
+        ]
         fork = Session.objects.create(
             project_id=parent.project_id,
             agent_id=parent.agent_id,
