@@ -11,7 +11,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('core', '0003_webhooks'),
-        ('sessions_app', '0004_session_compacted_through_seq_session_compaction_id'),
+        ('sessions_app', '0004_session_compaction_marks'),
     ]
 
     operations = [
