@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db.models import (
+    CharField,
     Exists,
     F,
     IntegerField,
@@ -23,6 +24,7 @@ from django.db.models import (
     Value,
 )
 from django.db.models.functions import Coalesce, Greatest, Least
+from django.db.models.fields.json import KeyTextTransform
 from django.db.models.lookups import Exact
 
 from core.models import Project
@@ -41,8 +43,10 @@ ACTIONS = ("close_idle", "close_paused", "archive", "compact", "delete")
 def _latest_handoff_status() -> Subquery:
     return Subquery(
         Event.objects.filter(session_id=OuterRef("pk"), tier=Tier.DURABLE, kind=EventKind.HANDOFF)
+        .annotate(_status=KeyTextTransform("status", "content"))
         .order_by("-seq")
-        .values("content__status")[:1]
+        .values("_status")[:1],
+        output_field=CharField(),
     )
 
 
@@ -72,7 +76,9 @@ def keep_longer(policy: Policy) -> Q | None:
             | Q(budget_max_cost__isnull=False, cost_used__gt=F("budget_max_cost"))
         )
     for tag in policy.keep_tags:
-        parts.append(Q(metadata__tags__contains=[tag]))
+        # has_key first: a session without tags is then FALSE here, not NULL (a NULL would
+        # drop it from the negation, "not kept longer", too).
+        parts.append(Q(metadata__has_key="tags", metadata__tags__contains=[tag]))
     if not parts:
         return None
     combined = parts[0]
@@ -162,9 +168,9 @@ def candidates(
             rule |= governs & part
     qs = base.filter(rule)
     if action == "close_paused":
-        qs = qs.annotate(_handoff_status=_latest_handoff_status()).exclude(
-            _handoff_status__in=ACTIVE_HANDOFF_STATUSES
-        )
+        qs = qs.annotate(
+            _handoff_status=Coalesce(_latest_handoff_status(), Value(""), output_field=CharField())
+        ).exclude(_handoff_status__in=ACTIVE_HANDOFF_STATUSES)
     if action in ("compact", "delete"):
         if holds.project:
             return base.none()

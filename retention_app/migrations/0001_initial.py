@@ -6,117 +6,274 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('core', '0003_webhooks'),
-        ('sessions_app', '0004_session_compaction_marks'),
+        ("core", "0003_webhooks"),
+        ("sessions_app", "0004_session_compaction_marks"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='RetentionRun',
+            name="RetentionRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('job', models.CharField(choices=[('enforce_retention', 'Enforce'), ('compact_sessions', 'Compact')], max_length=24)),
-                ('status', models.CharField(choices=[('running', 'Running'), ('succeeded', 'Succeeded'), ('failed', 'Failed')], default='running', max_length=12)),
-                ('trigger', models.CharField(default='beat', max_length=150)),
-                ('started_at', models.DateTimeField(auto_now_add=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('examined', models.IntegerField(default=0)),
-                ('closed', models.IntegerField(default=0)),
-                ('archived', models.IntegerField(default=0)),
-                ('compacted', models.IntegerField(default=0)),
-                ('deleted', models.IntegerField(default=0)),
-                ('events_freed', models.BigIntegerField(default=0)),
-                ('bytes_freed', models.BigIntegerField(default=0)),
-                ('errors', models.JSONField(blank=True, default=list)),
-                ('project', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='core.project')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "job",
+                    models.CharField(
+                        choices=[("enforce_retention", "Enforce"), ("compact_sessions", "Compact")],
+                        max_length=24,
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("running", "Running"),
+                            ("succeeded", "Succeeded"),
+                            ("failed", "Failed"),
+                        ],
+                        default="running",
+                        max_length=12,
+                    ),
+                ),
+                ("trigger", models.CharField(default="beat", max_length=150)),
+                ("started_at", models.DateTimeField(auto_now_add=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("examined", models.IntegerField(default=0)),
+                ("closed", models.IntegerField(default=0)),
+                ("archived", models.IntegerField(default=0)),
+                ("compacted", models.IntegerField(default=0)),
+                ("deleted", models.IntegerField(default=0)),
+                ("events_freed", models.BigIntegerField(default=0)),
+                ("bytes_freed", models.BigIntegerField(default=0)),
+                ("errors", models.JSONField(blank=True, default=list)),
+                (
+                    "project",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="core.project",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='Compaction',
+            name="Compaction",
             fields=[
-                ('id', models.UUIDField(default=uuid.uuid4, editable=False, primary_key=True, serialize=False)),
-                ('after_seq', models.IntegerField()),
-                ('boundary_seq', models.IntegerField()),
-                ('events_removed', models.IntegerField()),
-                ('bytes_removed', models.BigIntegerField()),
-                ('summary', models.TextField(blank=True, default='')),
-                ('summariser', models.CharField(max_length=200)),
-                ('state_hash_before', models.CharField(max_length=64)),
-                ('state_hash_after', models.CharField(max_length=64)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('project', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='core.project')),
-                ('session', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='sessions_app.session')),
-                ('run', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='retention_app.retentionrun')),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=uuid.uuid4, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                ("after_seq", models.IntegerField()),
+                ("boundary_seq", models.IntegerField()),
+                ("events_removed", models.IntegerField()),
+                ("bytes_removed", models.BigIntegerField()),
+                ("summary", models.TextField(blank=True, default="")),
+                ("summariser", models.CharField(max_length=200)),
+                ("state_hash_before", models.CharField(max_length=64)),
+                ("state_hash_after", models.CharField(max_length=64)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "project",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="core.project",
+                    ),
+                ),
+                (
+                    "session",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="sessions_app.session",
+                    ),
+                ),
+                (
+                    "run",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="retention_app.retentionrun",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='SessionTombstone',
+            name="SessionTombstone",
             fields=[
-                ('session_id', models.UUIDField(primary_key=True, serialize=False)),
-                ('agent_name', models.CharField(max_length=100)),
-                ('external_id', models.CharField(blank=True, max_length=200, null=True)),
-                ('title', models.CharField(blank=True, default='', max_length=300)),
-                ('created_at', models.DateTimeField()),
-                ('closed_at', models.DateTimeField(blank=True, null=True)),
-                ('archived_at', models.DateTimeField(blank=True, null=True)),
-                ('deleted_at', models.DateTimeField(auto_now_add=True)),
-                ('events_deleted', models.IntegerField()),
-                ('snapshots_deleted', models.IntegerField()),
-                ('bytes_deleted', models.BigIntegerField()),
-                ('project', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='core.project')),
-                ('run', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='retention_app.retentionrun')),
+                ("session_id", models.UUIDField(primary_key=True, serialize=False)),
+                ("agent_name", models.CharField(max_length=100)),
+                ("external_id", models.CharField(blank=True, max_length=200, null=True)),
+                ("title", models.CharField(blank=True, default="", max_length=300)),
+                ("created_at", models.DateTimeField()),
+                ("closed_at", models.DateTimeField(blank=True, null=True)),
+                ("archived_at", models.DateTimeField(blank=True, null=True)),
+                ("deleted_at", models.DateTimeField(auto_now_add=True)),
+                ("events_deleted", models.IntegerField()),
+                ("snapshots_deleted", models.IntegerField()),
+                ("bytes_deleted", models.BigIntegerField()),
+                (
+                    "project",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="core.project",
+                    ),
+                ),
+                (
+                    "run",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="retention_app.retentionrun",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='LegalHold',
+            name="LegalHold",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('scope', models.CharField(choices=[('session', 'Session'), ('agent', 'Agent'), ('project', 'Project')], max_length=10)),
-                ('reason', models.CharField(max_length=1000)),
-                ('created_by', models.CharField(max_length=150)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('released_at', models.DateTimeField(blank=True, null=True)),
-                ('released_by', models.CharField(blank=True, default='', max_length=150)),
-                ('release_reason', models.CharField(blank=True, default='', max_length=1000)),
-                ('agent', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='sessions_app.agent')),
-                ('project', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='core.project')),
-                ('session', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='sessions_app.session')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "scope",
+                    models.CharField(
+                        choices=[
+                            ("session", "Session"),
+                            ("agent", "Agent"),
+                            ("project", "Project"),
+                        ],
+                        max_length=10,
+                    ),
+                ),
+                ("reason", models.CharField(max_length=1000)),
+                ("created_by", models.CharField(max_length=150)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("released_at", models.DateTimeField(blank=True, null=True)),
+                ("released_by", models.CharField(blank=True, default="", max_length=150)),
+                ("release_reason", models.CharField(blank=True, default="", max_length=1000)),
+                (
+                    "agent",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="sessions_app.agent",
+                    ),
+                ),
+                (
+                    "project",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="core.project",
+                    ),
+                ),
+                (
+                    "session",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="sessions_app.session",
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(condition=models.Q(('released_at__isnull', True)), fields=['project', 'scope'], name='retention_standing_holds')],
-                'constraints': [models.UniqueConstraint(condition=models.Q(('released_at__isnull', True)), fields=('project', 'scope', 'session', 'agent'), name='retention_one_standing_hold', nulls_distinct=False)],
+                "indexes": [
+                    models.Index(
+                        condition=models.Q(("released_at__isnull", True)),
+                        fields=["project", "scope"],
+                        name="retention_standing_holds",
+                    )
+                ],
+                "constraints": [
+                    models.UniqueConstraint(
+                        condition=models.Q(("released_at__isnull", True)),
+                        fields=("project", "scope", "session", "agent"),
+                        name="retention_one_standing_hold",
+                        nulls_distinct=False,
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='RetentionPolicy',
+            name="RetentionPolicy",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('close_idle_after', models.DurationField(blank=True, null=True)),
-                ('close_paused_after', models.DurationField(blank=True, null=True)),
-                ('archive_closed_after', models.DurationField(blank=True, null=True)),
-                ('compact_after', models.DurationField(blank=True, null=True)),
-                ('delete_after', models.DurationField(blank=True, null=True)),
-                ('keep_outcomes', models.JSONField(blank=True, default=list)),
-                ('keep_tags', models.JSONField(blank=True, default=list)),
-                ('outcome_compact_after', models.DurationField(blank=True, null=True)),
-                ('outcome_delete_after', models.DurationField(blank=True, null=True)),
-                ('overrides', models.JSONField(blank=True, default=list)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('updated_by', models.CharField(blank=True, default='', max_length=150)),
-                ('agent', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='sessions_app.agent')),
-                ('project', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='core.project')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("close_idle_after", models.DurationField(blank=True, null=True)),
+                ("close_paused_after", models.DurationField(blank=True, null=True)),
+                ("archive_closed_after", models.DurationField(blank=True, null=True)),
+                ("compact_after", models.DurationField(blank=True, null=True)),
+                ("delete_after", models.DurationField(blank=True, null=True)),
+                ("keep_outcomes", models.JSONField(blank=True, default=list)),
+                ("keep_tags", models.JSONField(blank=True, default=list)),
+                ("outcome_compact_after", models.DurationField(blank=True, null=True)),
+                ("outcome_delete_after", models.DurationField(blank=True, null=True)),
+                ("overrides", models.JSONField(blank=True, default=list)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("updated_by", models.CharField(blank=True, default="", max_length=150)),
+                (
+                    "agent",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="sessions_app.agent",
+                    ),
+                ),
+                (
+                    "project",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="core.project",
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'retention policies',
-                'constraints': [models.UniqueConstraint(condition=models.Q(('agent__isnull', True)), fields=('project',), name='retention_one_policy'), models.UniqueConstraint(condition=models.Q(('agent__isnull', False)), fields=('project', 'agent'), name='retention_one_override')],
+                "verbose_name_plural": "retention policies",
+                "constraints": [
+                    models.UniqueConstraint(
+                        condition=models.Q(("agent__isnull", True)),
+                        fields=("project",),
+                        name="retention_one_policy",
+                    ),
+                    models.UniqueConstraint(
+                        condition=models.Q(("agent__isnull", False)),
+                        fields=("project", "agent"),
+                        name="retention_one_override",
+                    ),
+                ],
             },
         ),
         migrations.AddIndex(
-            model_name='retentionrun',
-            index=models.Index(fields=['project', '-started_at'], name='retention_run_recent'),
+            model_name="retentionrun",
+            index=models.Index(fields=["project", "-started_at"], name="retention_run_recent"),
         ),
     ]
