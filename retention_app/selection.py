@@ -23,8 +23,8 @@ from django.db.models import (
     Subquery,
     Value,
 )
-from django.db.models.functions import Coalesce, Greatest, Least
 from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Coalesce, Greatest, Least
 from django.db.models.lookups import Exact
 
 from core.models import Project

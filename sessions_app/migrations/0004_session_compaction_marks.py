@@ -4,20 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('sessions_app', '0003_session_taken_over_by'),
+        ("sessions_app", "0003_session_taken_over_by"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='session',
-            name='compacted_through_seq',
+            model_name="session",
+            name="compacted_through_seq",
             field=models.IntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='session',
-            name='compaction_id',
+            model_name="session",
+            name="compaction_id",
             field=models.UUIDField(blank=True, null=True),
         ),
     ]
