@@ -8,6 +8,7 @@ from uuid import UUID
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from ninja import Field, Router
+from pydantic import ConfigDict
 
 from core.actors import Actor
 from core.http import json_response
@@ -39,6 +40,24 @@ class PolicyFieldsIn(InSchema):
 
 
 class PolicyIn(PolicyFieldsIn):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "close_idle_after": 86400,
+                    "close_paused_after": 604800,
+                    "archive_closed_after": 604800,
+                    "compact_after": 2592000,
+                    "delete_after": None,
+                    "outcome_compact_after": 7776000,
+                    "outcome_delete_after": None,
+                    "keep_outcomes": ["error", "handoff"],
+                    "keep_tags": ["legal"],
+                    "agents": {},
+                }
+            ]
+        }
+    )
     agents: dict[str, PolicyFieldsIn] = Field(
         default_factory=dict, description="agent name -> only the fields it overrides"
     )
@@ -86,6 +105,7 @@ class RunsOut(OutSchema):
 
 
 class HoldIn(InSchema):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"reason": "litigation 2026-17"}]})
     reason: str = Field(..., min_length=1, max_length=1000)
 
 

@@ -21,6 +21,10 @@ from core.errors import InvalidInput
 from core.models import ApiKey, AuditEntry, KeyScope, Project
 from core.scopes import ApiKeyAuth, route_scope
 from core.services.projects import create_api_key
+from handoffs_app.api import WaitingKeyAuth
+from handoffs_app.services.handoffs import request_handoff
+from retention_app.models import LegalHold, RetentionPolicy
+from retention_app.services.holds import place_hold
 from sessions_app.models import Event, Session
 from sessions_app.services.events import EventDraft, append_events
 from tasks_app.models import Step, Task
@@ -59,11 +63,38 @@ REQUESTS: dict[tuple[str, str], dict | None] = {
     ("POST", "/workflows"): {"name": "scoped_flow"},
     ("GET", "/workflows"): None,
     ("GET", "/workflows/{name}"): None,
+    ("POST", "/sessions/{session_id}/handoffs"): {"kind": "question", "payload": {"question": "?"}},
+    ("GET", "/handoffs"): None,
+    ("GET", "/handoffs/{handoff_id}"): None,
+    ("POST", "/handoffs/{handoff_id}/cancel"): {},
+    ("GET", "/retention/policy"): None,
+    ("PUT", "/retention/policy"): {
+        "close_idle_after": 3600,
+        "close_paused_after": None,
+        "archive_closed_after": 86400,
+        "compact_after": 86400,
+        "delete_after": None,
+        "outcome_compact_after": None,
+        "outcome_delete_after": None,
+        "keep_outcomes": ["error"],
+        "keep_tags": [],
+    },
+    ("GET", "/retention/preview"): None,
+    ("GET", "/retention/runs"): None,
+    ("POST", "/sessions/{session_id}/hold"): {"reason": "litigation {n}"},
+    ("DELETE", "/sessions/{session_id}/hold"): None,
 }
 
-# The routes that need an admin-scoped key. Later issues add the retention policy, holds and
-# webhook endpoints here.
-ADMIN_ROUTES = {("PATCH", "/project")}
+# The routes that need an admin-scoped key.
+ADMIN_ROUTES = {
+    ("PATCH", "/project"),
+    ("GET", "/retention/policy"),
+    ("PUT", "/retention/policy"),
+    ("GET", "/retention/preview"),
+    ("GET", "/retention/runs"),
+    ("POST", "/sessions/{session_id}/hold"),
+    ("DELETE", "/sessions/{session_id}/hold"),
+}
 
 
 def _routes() -> dict[tuple[str, str], object]:
@@ -88,7 +119,18 @@ def _world(project: Project) -> dict[str, object]:
         actor=Actor.system("tests"),
     )
     task = make_task(project)
-    return {"session_id": str(session.pk), "task_id": str(task.pk), "key": "draft", "name": ""}
+    # A standing hold, so lifting it (DELETE …/hold) has one to lift.
+    place_hold(project, session=session, reason="scope test", actor=Actor.system("tests"))
+    handoff = request_handoff(
+        make_session(project), kind="question", payload={"question": "?"}, actor=Actor.system("t")
+    ).handoff
+    return {
+        "session_id": str(session.pk),
+        "task_id": str(task.pk),
+        "handoff_id": str(handoff.pk),
+        "key": "draft",
+        "name": "",
+    }
 
 
 def _fill(template: str, ids: dict[str, object], n: int) -> str:
@@ -131,6 +173,8 @@ def _state(project: Project) -> tuple:
         sorted(Task.objects.filter(project=project).values_list("pk", "state", "version")),
         sorted(Step.objects.filter(task__project=project).values_list("pk", "status")),
         AuditEntry.objects.filter(project=project).count(),
+        sorted(LegalHold.objects.filter(project=project).values_list("pk", "released_at")),
+        RetentionPolicy.objects.filter(project=project).count(),
     )
 
 
@@ -149,7 +193,10 @@ def test_it_has_a_request_for_every_route_and_knows_which_need_admin():
         # Every route authenticates (a key, or for signals a key or the task's signal token).
         assert operation.auth_callbacks, route
         if route_scope(operation) == "agent" and "/signals/" not in route[1]:
-            assert any(isinstance(cb, ApiKeyAuth) for cb in operation.auth_callbacks), route
+            # (The handoff long-poll authenticates with the async WaitingKeyAuth.)
+            assert any(
+                isinstance(cb, ApiKeyAuth | WaitingKeyAuth) for cb in operation.auth_callbacks
+            ), route
 
 
 @pytest.mark.parametrize(("method", "path"), sorted(REQUESTS), ids=lambda v: str(v))
