@@ -18,7 +18,7 @@ from tasks_app.models import TaskHistory
 from tasks_app.services.signals import deliver_signal
 from tests.factories import make_api_key, make_member, make_project, make_session, make_task
 
-APPS = ("core", "sessions_app", "tasks_app")
+APPS = ("core", "sessions_app", "tasks_app", "retention_app")
 NOT_REGISTERED = {Event}  # composite primary key (session_id, seq): see sessions_app/admin.py
 READ_ONLY = {
     "auditentry",
@@ -31,6 +31,11 @@ READ_ONLY = {
     "taskhistory",
     "tasksignal",
     "workflowdefinition",
+    "retentionpolicy",
+    "legalhold",
+    "retentionrun",
+    "compaction",
+    "sessiontombstone",
 }
 
 
@@ -57,7 +62,47 @@ def data(db):
     take_snapshot(session, 1, reason="manual")
     task = make_task(project, session_ids=[str(session.pk)])
     deliver_signal(task, "reviewer_answered", actor=Actor.system("t"), payload={"ok": True})
+    _retention_rows()
     return {"project": project, "admin": admin_user, "key": key, "raw": raw, "session": session}
+
+
+def _retention_rows() -> None:
+    """A policy, a hold, runs, a compaction and a tombstone (in a project of their own)."""
+    from datetime import timedelta
+
+    import time_machine
+    from django.utils import timezone
+
+    from retention_app.services.holds import place_hold
+    from retention_app.services.jobs import run_job
+    from retention_app.services.policies import save_policy
+    from sessions_app.services.lifecycle import archive_session, close_session
+
+    system = Actor.system("t")
+    project = make_project("Acme retention")
+    fields = dict.fromkeys(("close_idle_after", "close_paused_after", "archive_closed_after"), None)
+    policy = {
+        **fields,
+        "compact_after": 60,
+        "delete_after": 60,
+        "outcome_compact_after": None,
+        "outcome_delete_after": None,
+        "keep_outcomes": [],
+        "keep_tags": [],
+    }
+    save_policy(project, policy, actor=system)
+    held = make_session(project, title="held")
+    place_hold(project, session=held, reason="Acme litigation", actor=system)
+    kept = make_session(project, title="compacted")
+    append_events(kept, [EventDraft(kind="note", content={})], actor=system)
+    close_session(kept, actor=system)
+    gone = make_session(project, title="gone")
+    append_events(gone, [EventDraft(kind="note", content={})], actor=system)
+    close_session(gone, actor=system)
+    archive_session(gone, actor=system)
+    with time_machine.travel(timezone.now() + timedelta(days=1)):
+        run_job("compact_sessions", project_ids=[project.pk], trigger="t")
+        run_job("enforce_retention", project_ids=[project.pk], trigger="t")
 
 
 def models():
