@@ -140,13 +140,12 @@ def _locked(session) -> bool:
     until PostgreSQL sees its socket close)."""
     from django.db import connection, transaction
 
-    with transaction.atomic():
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT 1 FROM sessions_app_session WHERE id = %s FOR UPDATE SKIP LOCKED",
-                [session.pk],
-            )
-            return cursor.fetchone() is None
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT 1 FROM sessions_app_session WHERE id = %s FOR UPDATE SKIP LOCKED",
+            [session.pk],
+        )
+        return cursor.fetchone() is None
 
 
 def test_beat_sends_both_jobs_and_a_worker_runs_them(transactional_db, project, tmp_path):
