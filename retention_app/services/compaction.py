@@ -60,7 +60,7 @@ def compact_locked(session: Session, *, actor: Actor, run: RetentionRun | None =
     removed_events = storage.transient_events(session.pk, after, boundary)
     path, summarise = summariser()
     summary = summarise(previous_summary, removed_events)
-    at_boundary = state_at(session, boundary)
+    at_boundary = before if boundary == session.head_seq else state_at(session, boundary)
     snapshot_values: dict[str, Any] = {
         "state": at_boundary.state,
         "facts": at_boundary.facts,
