@@ -151,8 +151,10 @@ def main() -> None:
 
     best, median, counts = timed(project_policies(project))
     total = args.sessions + args.heavy
-    print(f"preview at {total} sessions, default policy: best {best * 1000:.0f} ms, "
-          f"median {median * 1000:.0f} ms; counts {counts}")
+    print(
+        f"preview at {total} sessions, default policy: best {best * 1000:.0f} ms, "
+        f"median {median * 1000:.0f} ms; counts {counts}"
+    )
     policy = {
         **project_policies(project).project.as_dict(),
         "keep_outcomes": ["error", "handoff", "over_budget"],
@@ -160,8 +162,10 @@ def main() -> None:
     }
     save_policy(project, policy, actor=Actor.system("bench"))
     best, median, counts = timed(project_policies(project))
-    print(f"preview at {total} sessions, outcome rules on: best {best * 1000:.0f} ms, "
-          f"median {median * 1000:.0f} ms; counts {counts}")
+    print(
+        f"preview at {total} sessions, outcome rules on: best {best * 1000:.0f} ms, "
+        f"median {median * 1000:.0f} ms; counts {counts}"
+    )
 
     def size() -> int:
         with connection.cursor() as cur:
@@ -178,12 +182,16 @@ def main() -> None:
     with connection.cursor() as cur:
         cur.execute("VACUUM sessions_app_event")
     vacuumed = size()
-    print(f"compaction: {compacted} sessions, {removed} events removed in {elapsed:.1f} s = "
-          f"{removed / elapsed:,.0f} events/s (eligible: {args.heavy * args.events})")
+    print(
+        f"compaction: {compacted} sessions, {removed} events removed in {elapsed:.1f} s = "
+        f"{removed / elapsed:,.0f} events/s (eligible: {args.heavy * args.events})"
+    )
     mb = 1024 * 1024
-    print(f"events table (with indexes): before {before / mb:.0f} MB, after the job "
-          f"{after / mb:.0f} MB, after VACUUM {vacuumed / mb:.0f} MB "
-          "(VACUUM frees space for reuse; VACUUM FULL would return it to the OS)")
+    print(
+        f"events table (with indexes): before {before / mb:.0f} MB, after the job "
+        f"{after / mb:.0f} MB, after VACUUM {vacuumed / mb:.0f} MB "
+        "(VACUUM frees space for reuse; VACUUM FULL would return it to the OS)"
+    )
 
 
 if __name__ == "__main__":
