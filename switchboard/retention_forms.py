@@ -21,6 +21,13 @@ LABELS = {
 }
 
 
+def _days(seconds: int) -> str:
+    """Seconds as days, written plainly ("90", "0.5", never "9E+1")."""
+    days = Decimal(seconds) / DAY_SECONDS
+    text = format(days.quantize(Decimal("0.001")), "f").rstrip("0").rstrip(".")
+    return text or "0"
+
+
 class PolicyForm(forms.Form):
     keep_outcomes = forms.MultipleChoiceField(
         label="Keep longer sessions that",
@@ -60,9 +67,7 @@ class PolicyForm(forms.Form):
     @classmethod
     def for_policy(cls, document: dict[str, Any]) -> "PolicyForm":
         initial: dict[str, Any] = {
-            name: None
-            if document[name] is None
-            else (Decimal(document[name]) / DAY_SECONDS).normalize()
+            name: None if document[name] is None else _days(document[name])
             for name in DURATION_FIELDS
         }
         initial["keep_outcomes"] = document["keep_outcomes"]
