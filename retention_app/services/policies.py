@@ -45,13 +45,12 @@ class Policy:
 
 
 def default_policy() -> Policy:
-    values = settings.SWITCHBOARD_RETENTION_DEFAULTS
-    return Policy(
-        **{
-            name: None if values.get(name) is None else timedelta(seconds=values[name])
-            for name in DURATION_FIELDS
-        }
-    )
+    values: dict[str, int | None] = settings.SWITCHBOARD_RETENTION_DEFAULTS
+    durations: dict[str, Any] = {}
+    for name in DURATION_FIELDS:
+        seconds = values.get(name)
+        durations[name] = None if seconds is None else timedelta(seconds=seconds)
+    return Policy(**durations)
 
 
 def _row_values(row: RetentionPolicy, names: tuple[str, ...]) -> dict[str, Any]:

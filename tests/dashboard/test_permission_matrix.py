@@ -38,9 +38,9 @@ from core.models import (
 )
 from core.services.webhooks import create_endpoint
 from handoffs_app.models import Handoff
+from handoffs_app.services.handoffs import claim_handoff, request_handoff_locked, take_over
 from retention_app.models import LegalHold, RetentionPolicy, RetentionRun
 from retention_app.services.holds import place_hold
-from handoffs_app.services.handoffs import claim_handoff, request_handoff_locked, take_over
 from sessions_app.models import Event, Session, Snapshot
 from sessions_app.services.lifecycle import pause_session
 from tasks_app.models import Step, Task, TaskHistory
