@@ -328,3 +328,25 @@ def test_runs_are_recorded_only_when_there_was_something_to_do(db, project, poli
     assert run_job("compact_sessions", now=at(1), project_ids=[project.pk]) == []
     assert not RetentionRun.objects.exists()
     assert LegalHold.objects.count() == 0
+
+
+def test_the_session_page_shows_a_legal_hold_and_a_compaction(db, project):
+    from django.test import Client
+
+    from core.models import Role
+    from retention_app.services.compaction import compact_session
+    from tests.factories import make_member
+
+    viewer = make_member(project, Role.VIEWER)
+    client = Client()
+    client.force_login(viewer)
+    session = make_session(project)
+    append(session, conversation(20))
+    url = f"/sessions/{session.pk}/"
+    assert b"legal hold" not in client.get(url).content
+    place_hold(project, session=session, reason="subpoena 12", actor=SYSTEM)
+    page = client.get(url).content.decode()
+    assert "legal hold (session)" in page and "subpoena 12" in page
+    closed(session)
+    compact_session(session, actor=SYSTEM)
+    assert f"compacted to {session.head_seq}" in client.get(url).content.decode()
