@@ -16,13 +16,17 @@ after the job and after VACUUM.
 4. Runs compact_sessions (the job's code, in process) over the heavy sessions and prints events
    removed per second, the table's size before, after, and after VACUUM.
 
-Nothing is asserted; figures are printed. Not measured here: append latency under a concurrent
-compaction (see the report).
+5. Single-event append latency of a concurrent ingestion load (one child process appending one
+   event at a time to its own open session, for --ingest-seconds), alone first (the baseline),
+   then while compaction and deletion run in this process: p50 / p95 of both, and the ratio.
+
+Nothing is asserted; figures are printed.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -44,7 +48,12 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=100_000)
     parser.add_argument("--heavy", type=int, default=1000)
     parser.add_argument("--events", type=int, default=1000)
+    parser.add_argument("--ingest-seconds", type=float, default=30)
+    parser.add_argument("--ingest-child", type=int, help=argparse.SUPPRESS)  # a project id
     args = parser.parse_args()
+    if args.ingest_child:
+        ingest_child(args)
+        return
 
     import psycopg
 
@@ -172,13 +181,38 @@ def main() -> None:
             cur.execute("SELECT pg_total_relation_size('sessions_app_event')")
             return int(cur.fetchone()[0])
 
+    log(f"ingestion alone, {args.ingest_seconds:.0f} s")
+    baseline = run_ingest(args, project.pk)
+    log("ingestion while compacting")
+    child = start_ingest(args, project.pk)
     before = size()
     start = time.perf_counter()
     runs = run_job("compact_sessions", trigger="bench", limit=20, max_batches=10_000)
     elapsed = time.perf_counter() - start
+    after = size()
+    # Deletion: archive the compacted sessions and delete them (the bench's other archived
+    # sessions too), while the child still appends.
+    with connection.cursor() as cur:
+        cur.execute(
+            "UPDATE sessions_app_session SET status = 'archived',"
+            " archived_at = now() - interval '400 days' WHERE title LIKE 'heavy %%'"
+        )
+    deleting = {
+        **policy,
+        "close_idle_after": None,
+        "close_paused_after": None,
+        "archive_closed_after": None,
+        "compact_after": None,
+        "delete_after": 86400,
+    }
+    save_policy(project, deleting, actor=Actor.system("bench"))
+    start_delete = time.perf_counter()
+    deleted_runs = run_job("enforce_retention", trigger="bench", limit=20, max_batches=10_000)
+    delete_elapsed = time.perf_counter() - start_delete
+    loaded = finish_ingest(child)
     removed = sum(r.events_freed for r in runs)
     compacted = sum(r.compacted for r in runs)
-    after = size()
+    after_delete = size()
     with connection.cursor() as cur:
         cur.execute("VACUUM sessions_app_event")
     vacuumed = size()
@@ -189,9 +223,81 @@ def main() -> None:
     mb = 1024 * 1024
     print(
         f"events table (with indexes): before {before / mb:.0f} MB, after the job "
-        f"{after / mb:.0f} MB, after VACUUM {vacuumed / mb:.0f} MB "
+        f"{after / mb:.0f} MB, after deletion {after_delete / mb:.0f} MB, "
+        f"after VACUUM {vacuumed / mb:.0f} MB "
         "(VACUUM frees space for reuse; VACUUM FULL would return it to the OS)"
     )
+    gone = sum(r.deleted for r in deleted_runs)
+    freed = sum(r.events_freed for r in deleted_runs)
+    print(f"deletion: {gone} sessions, {freed} events in {delete_elapsed:.1f} s")
+    for name, lat in (("alone", baseline), ("during compaction+deletion", loaded)):
+        print(
+            f"append latency {name}: n={len(lat)} p50 {pct(lat, 50):.2f} ms, "
+            f"p95 {pct(lat, 95):.2f} ms"
+        )
+    print(
+        f"ratio (during / alone): p50 {pct(loaded, 50) / pct(baseline, 50):.2f}, "
+        f"p95 {pct(loaded, 95) / pct(baseline, 95):.2f}"
+    )
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * p / 100))]
+
+
+def start_ingest(args, project_id: int) -> subprocess.Popen:  # type: ignore[no-untyped-def,type-arg]
+    return subprocess.Popen(
+        [
+            sys.executable,
+            __file__,
+            "--db",
+            args.db,
+            "--ingest-child",
+            str(project_id),
+            "--ingest-seconds",
+            str(args.ingest_seconds),
+        ],
+        cwd=ROOT,
+        env=dict(os.environ),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finish_ingest(child) -> list[float]:  # type: ignore[no-untyped-def]
+    out, _ = child.communicate(timeout=900)
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def run_ingest(args, project_id: int) -> list[float]:  # type: ignore[no-untyped-def]
+    return finish_ingest(start_ingest(args, project_id))
+
+
+def ingest_child(args) -> None:  # type: ignore[no-untyped-def]
+    """Append one event at a time for --ingest-seconds; print the latencies (ms) as JSON."""
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    from core.actors import Actor
+    from core.models import Project
+    from sessions_app.services.events import EventDraft, append_events
+    from sessions_app.services.sessions import open_session
+
+    project = Project.objects.get(pk=args.ingest_child)
+    actor = Actor.system("bench")
+    session, _ = open_session(project, agent_name="ingest", actor=actor)
+    latencies: list[float] = []
+    end = time.perf_counter() + args.ingest_seconds
+    i = 0
+    while time.perf_counter() < end:
+        i += 1
+        draft = EventDraft(kind="message", role="user", content={"text": f"live {i}"})
+        start = time.perf_counter()
+        append_events(session, [draft], actor=actor)
+        latencies.append((time.perf_counter() - start) * 1000)
+    print(json.dumps(latencies))
 
 
 if __name__ == "__main__":
