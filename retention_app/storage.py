@@ -63,12 +63,11 @@ def delete_all_events(session_id: UUID) -> tuple[int, int]:
 
 
 def average_event_bytes() -> float:
-    """The events table's average row size from the planner's statistics (for estimates)."""
+    """An event row's average size, from the first 1,000 rows (for the preview's estimates;
+    the planner's pages-per-tuple ratio is meaningless on a small or freshly loaded table)."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT pg_relation_size(c.oid)::float8 / greatest(c.reltuples, 1)"
-            " FROM pg_class c WHERE c.oid = %s::regclass",
-            [Event._meta.db_table],
+            f"SELECT avg(pg_column_size(e)) FROM (SELECT * FROM {table(Event)} LIMIT 1000) e"
         )
         row = cursor.fetchone()
     value = float(row[0]) if row and row[0] else 0.0
