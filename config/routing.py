@@ -3,6 +3,7 @@ from django.urls import path
 from switchboard.console_consumers import AuditLogConsumer
 from switchboard.consumers import ProjectConsumer, SessionConsumer
 from switchboard.handoff_consumers import HandoffConsumer, HandoffQueueConsumer
+from switchboard.retention_consumers import RetentionConsumer
 from tasks_app.consumers import TaskConsumer, TaskListConsumer
 
 websocket_urlpatterns = [
@@ -19,4 +20,6 @@ websocket_urlpatterns = [
     path("ws/handoffs/<uuid:handoff_id>/", HandoffConsumer.as_asgi()),
     # The audit log (admins; ?<its filters and cursor>).
     path("ws/projects/<int:project_id>/audit/", AuditLogConsumer.as_asgi()),
+    # The retention page (runs, chart, holds).
+    path("ws/projects/<int:project_id>/retention/", RetentionConsumer.as_asgi()),
 ]

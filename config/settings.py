@@ -87,6 +87,7 @@ INSTALLED_APPS = [
     "sessions_app",
     "tasks_app",
     "handoffs_app",
+    "retention_app",
     "switchboard",
 ]
 
@@ -265,6 +266,16 @@ CELERY_BEAT_SCHEDULE = {
         "task": "core.relay_outbox",
         "schedule": env_int("SWITCHBOARD_OUTBOX_RELAY_SECONDS", 10),
     },
+    # Close idle, archive closed, delete expired sessions (retention_app, per project policy).
+    "retention_app: enforce retention": {
+        "task": "retention_app.enforce_retention",
+        "schedule": env_int("SWITCHBOARD_RETENTION_SECONDS", 600),
+    },
+    # Compact the transient events of old closed/archived sessions.
+    "retention_app: compact sessions": {
+        "task": "retention_app.compact_sessions",
+        "schedule": env_int("SWITCHBOARD_COMPACTION_SECONDS", 900),
+    },
 }
 CELERY_TIMEZONE = "UTC"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
@@ -358,6 +369,39 @@ SWITCHBOARD_SNAPSHOT_EVERY = env_int("SWITCHBOARD_SNAPSHOT_EVERY", 200)
 # takes its own, so a snapshot never lags the log by more than that many intervals.
 SWITCHBOARD_SNAPSHOT_IN_BACKGROUND = env_bool("SWITCHBOARD_SNAPSHOT_IN_BACKGROUND", True)
 SWITCHBOARD_SNAPSHOT_BACKLOG = env_int("SWITCHBOARD_SNAPSHOT_BACKLOG", 32)
+
+
+# Retention: the policy of a project that has not saved one (seconds; None = never).
+# Per deployment: SWITCHBOARD_RETENTION_<FIELD>_SECONDS, "" or "never" for never.
+def _retention_default(name: str, default: int | None) -> int | None:
+    raw = os.environ.get(f"SWITCHBOARD_RETENTION_{name.upper()}_SECONDS")
+    if raw is None:
+        return default
+    if raw.strip().lower() in {"", "never"}:
+        return None
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"SWITCHBOARD_RETENTION_{name.upper()}_SECONDS: {exc}") from exc
+
+
+_DAY = 24 * 3600
+SWITCHBOARD_RETENTION_DEFAULTS: dict[str, int | None] = {
+    "close_idle_after": _retention_default("close_idle_after", _DAY),
+    "close_paused_after": _retention_default("close_paused_after", 7 * _DAY),
+    "archive_closed_after": _retention_default("archive_closed_after", 7 * _DAY),
+    "compact_after": _retention_default("compact_after", 30 * _DAY),
+    "delete_after": _retention_default("delete_after", None),
+    "outcome_compact_after": _retention_default("outcome_compact_after", 90 * _DAY),
+    "outcome_delete_after": _retention_default("outcome_delete_after", None),
+}
+# The compaction summariser: a dotted path to a callable (previous_summary, events) -> str.
+SWITCHBOARD_SUMMARISER = env_str(
+    "SWITCHBOARD_SUMMARISER", "retention_app.summarisers.deterministic_summary"
+)
+# Sessions per batch (each batch one short transaction) and batches per run of each job.
+SWITCHBOARD_RETENTION_BATCH = env_int("SWITCHBOARD_RETENTION_BATCH", 100)
+SWITCHBOARD_RETENTION_MAX_BATCHES = env_int("SWITCHBOARD_RETENTION_MAX_BATCHES", 50)
 # Requests per minute per API key; 0 turns throttling off. 6000 (100/s on average): agents
 # append in bursts (a tool-calling loop posts each call and result as it happens, and one key
 # often serves many concurrent sessions), so the limit sits well above a busy key's real

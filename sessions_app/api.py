@@ -244,9 +244,22 @@ class EventOut(OutSchema):
     content: dict[str, Any]
 
 
+class CompactedRangeOut(OutSchema):
+    session_id: str = Field(..., description="whose log (the session's, or an ancestor's)")
+    after_seq: int
+    through_seq: int = Field(..., description="state here is the compaction snapshot")
+    compaction_id: str | None
+    summary: str
+
+
 class EventSliceOut(OutSchema):
     head_seq: int
     has_more: bool
+    compacted: list[CompactedRangeOut] = Field(
+        ...,
+        description="Compacted ranges the slice meets: their transient events were removed "
+        "(durable ones remain), summarised in `summary`.",
+    )
     events: list[EventOut]
 
 
@@ -389,14 +402,18 @@ def list_events(request: HttpRequest, session_id: UUID, params: Query[SliceQuery
     # Content is spliced in as stored (never decoded and re-encoded): half the cost of a read.
     events = ",".join(event_row_to_json(row) for row in page.rows)
     has_more = json.dumps(page.has_more)
-    body = f'{{"head_seq":{page.head_seq},"has_more":{has_more},"events":[{events}]}}'
+    compacted = json.dumps(page.compacted, ensure_ascii=False, separators=(",", ":"))
+    body = (
+        f'{{"head_seq":{page.head_seq},"has_more":{has_more},"compacted":{compacted},'
+        f'"events":[{events}]}}'
+    )
     return HttpResponse(body, content_type="application/json")
 
 
 @router.get(
     "/sessions/{session_id}/state",
     summary="Working state, facts and summary at a seq",
-    response=responses({200: StateOut}, 404),
+    response=responses({200: StateOut}, 404, 410),
 )
 def read_state(request: HttpRequest, session_id: UUID, at_seq: int | None = None) -> HttpResponse:
     session = request_session(request, session_id)
@@ -424,7 +441,7 @@ def create_snapshot(request: HttpRequest, session_id: UUID) -> HttpResponse:
 @router.post(
     "/sessions/{session_id}/fork",
     summary="Fork (or rewind) at a seq",
-    response=responses({201: SessionOut}, 404, body=True),
+    response=responses({201: SessionOut}, 404, 410, body=True),
 )
 def fork(request: HttpRequest, session_id: UUID, payload: ForkIn) -> HttpResponse:
     api_key = request_key(request)

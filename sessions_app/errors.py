@@ -26,3 +26,12 @@ class ExportBusy(DomainError):
 
     status = 429
     code = "export_busy"
+
+
+class Compacted(DomainError):
+    """The seq asked for lies inside a compacted range: its transient events are gone, so the
+    state there cannot be folded honestly. The detail names the range and its compaction; the
+    state at the range's end (`through_seq`) is still answered (the compaction snapshot)."""
+
+    status = 410
+    code = "compacted"

@@ -79,6 +79,13 @@ class Session(models.Model):
     # Set by services.lifecycle.set_taken_over (the handoff app calls it; nothing here knows
     # about handoffs) and checked in the allocating UPDATE itself, so no append slips through.
     taken_over_by = models.CharField(max_length=150, blank=True, default="")
+    # Compaction (retention_app): this session's own transient events with seq <= this were
+    # removed, and a `compaction` snapshot at this seq holds the state and the transcript's
+    # summary. 0 = never compacted. Reads use it to say "compacted" instead of skipping seqs.
+    compacted_through_seq = models.IntegerField(default=0)
+    # The retention app's Compaction record of the latest compaction (no foreign key: the
+    # session store knows nothing of the floor above it).
+    compaction_id = models.UUIDField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -124,6 +131,11 @@ class Session(models.Model):
             lower = upto
         segments.append((self.id, lower, None))
         return segments
+
+    @property
+    def own_start_seq(self) -> int:
+        """The last seq this session inherits (0 for a root): its own events come after."""
+        return self.fork_seq or 0
 
 
 class EventKind(models.TextChoices):

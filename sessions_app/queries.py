@@ -6,7 +6,7 @@ A fork's history is its ancestors' rows up to each fork point plus its own, reso
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from json.encoder import encode_basestring as _json_str  # json.dumps(str, ensure_ascii=False)
 from typing import Any
@@ -22,6 +22,7 @@ from core.errors import InvalidInput
 from core.models import AuditEntry, Project
 from core.storage import open_async_connection
 from sessions_app import storage
+from sessions_app.compaction import compacted_ranges, summaries
 from sessions_app.models import DEFAULT_TIER, Event, EventKind, Session, SessionStatus, Tier
 
 
@@ -30,6 +31,9 @@ class EventSlice:
     rows: list[dict[str, Any]]  # each has "content_json": the stored JSON text, undecoded
     head_seq: int
     has_more: bool
+    # The compacted ranges the slice's window meets (CompactedRange.as_dict, with summary):
+    # their transient events are gone, so a reader is told rather than shown a silent gap.
+    compacted: list[dict[str, Any]] = field(default_factory=list)
 
 
 def slice_events(
@@ -85,7 +89,18 @@ def slice_events(
         if len(rows) >= wanted:
             break
     has_more = len(rows) > limit
-    return EventSlice(rows=rows[:limit], head_seq=session.head_seq, has_more=has_more)
+    compacted: list[dict[str, Any]] = []
+    if session.compacted_through_seq or session.ancestry:
+        met = [r for r in compacted_ranges(session) if r.overlaps(lower, _inclusive(upper))]
+        found = summaries(met)
+        compacted = [r.as_dict(found[(r.session_id, r.through_seq)]) for r in met]
+    return EventSlice(
+        rows=rows[:limit], head_seq=session.head_seq, has_more=has_more, compacted=compacted
+    )
+
+
+def _inclusive(before_seq: int | None) -> int | None:
+    return None if before_seq is None else before_seq - 1
 
 
 def iter_events_json(session: Session, *, chunk: int = 1000) -> Iterator[dict[str, Any]]:

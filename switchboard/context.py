@@ -22,6 +22,7 @@ from core.outage import OutageLog
 from core.pages import role_context
 from handoffs_app.models import Handoff, HandoffStatus
 from handoffs_app.queries import queue_counts
+from retention_app.services.holds import session_hold
 from sessions_app.models import EventKind, Session, SessionStatus, Tier
 from sessions_app.queries import (
     events_per_minute,
@@ -163,6 +164,7 @@ def session_header_context(session: Session, membership: Membership) -> dict[str
         "can_resume": session.can_transition(SessionStatus.RESUMED),
         "can_close": session.can_transition(SessionStatus.CLOSED),
         "active_handoff": active_handoff(session),
+        "legal_hold": session_hold(session),
         **role_context(membership),
     }
 

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import console_views, handoff_views, views, webhook_views
+from . import console_views, handoff_views, retention_views, views, webhook_views
 
 app_name = "dashboard"
 
@@ -29,6 +29,22 @@ urlpatterns = [
         "p/<int:project_id>/webhooks/deliveries/<uuid:delivery_id>/redeliver/",
         webhook_views.webhook_redeliver,
         name="webhook_redeliver",
+    ),
+    # Retention: every member reads; admins edit the policy, run the jobs, place holds.
+    path("p/<int:project_id>/retention/", retention_views.retention, name="retention"),
+    path(
+        "p/<int:project_id>/retention/policy/",
+        retention_views.retention_policy,
+        name="retention_policy",
+    ),
+    path("p/<int:project_id>/retention/run/", retention_views.retention_run, name="retention_run"),
+    path(
+        "p/<int:project_id>/retention/holds/", retention_views.retention_hold, name="retention_hold"
+    ),
+    path(
+        "p/<int:project_id>/retention/holds/<int:hold_id>/lift/",
+        retention_views.retention_lift,
+        name="retention_lift",
     ),
     # One session (viewer and up to read and export; operator and up to act).
     path("sessions/<uuid:session_id>/", views.session_detail, name="session_detail"),

@@ -14,6 +14,7 @@ from core.errors import InvalidInput
 from core.models import Project
 from core.services.audit import audit_entry, audit_written, record_audit
 from core.storage import insert_in_one_statement
+from sessions_app.compaction import refuse_inside_compacted
 from sessions_app.models import Agent, Session, SessionStatus
 from sessions_app.queries import open_export
 
@@ -91,44 +92,50 @@ def fork_session(parent: Session, *, at_seq: int, actor: Actor, title: str = "")
             f"at_seq must be between 0 and the head ({parent.head_seq}).",
             detail={"at_seq": at_seq, "head_seq": parent.head_seq},
         )
-    ancestry = [
-        [str(segment_id), at_seq if upto is None else min(upto, at_seq)]
-        for segment_id, lower, upto in parent.lineage_segments()
-        if lower < at_seq
-    ]
-    fork = Session(
-        project_id=parent.project_id,
-        agent_id=parent.agent_id,
-        title=title or (f"Fork of {parent.title}" if parent.title else ""),
-        status=SessionStatus.OPEN,
-        metadata=parent.metadata,
-        head_seq=at_seq,
-        budget_max_tokens=parent.budget_max_tokens,
-        budget_max_cost=parent.budget_max_cost,
-        parent=parent,
-        fork_seq=at_seq,
-        ancestry=ancestry,
-    )
-    entry = audit_entry(
-        parent.project_id,
-        actor=actor,
-        action="session.fork",
-        target_type="session",
-        target_id=fork.pk,
-        detail={"parent": str(parent.pk), "at_seq": at_seq},
-    )
-    opened = SessionOpened(
-        project_id=parent.project_id,
-        session_id=str(fork.pk),
-        parent_id=str(parent.pk),
-        fork_seq=at_seq,
-    )
-    message = outbox_message(opened)
-    # The session, its audit row and its outbox row in one statement: they commit together
-    # (in autocommit it is its own transaction: no BEGIN and COMMIT round trips).
-    insert_in_one_statement([fork, entry, message])
-    audit_written(entry)
-    outbox_written(opened, message)
+    with transaction.atomic():
+        # The parent's row lock orders this fork after any compaction of the parent in flight
+        # (compaction locks it FOR UPDATE and never passes a live fork's fork_seq, see
+        # retention_app.services.compaction); a fork inside a compacted range is refused (410):
+        # its state there cannot be folded.
+        parent = Session.objects.select_for_update(no_key=True).get(pk=parent.pk)
+        refuse_inside_compacted(parent, at_seq, what="fork point")
+        ancestry = [
+            [str(segment_id), at_seq if upto is None else min(upto, at_seq)]
+            for segment_id, lower, upto in parent.lineage_segments()
+            if lower < at_seq
+        ]
+        fork = Session(
+            project_id=parent.project_id,
+            agent_id=parent.agent_id,
+            title=title or (f"Fork of {parent.title}" if parent.title else ""),
+            status=SessionStatus.OPEN,
+            metadata=parent.metadata,
+            head_seq=at_seq,
+            budget_max_tokens=parent.budget_max_tokens,
+            budget_max_cost=parent.budget_max_cost,
+            parent=parent,
+            fork_seq=at_seq,
+            ancestry=ancestry,
+        )
+        entry = audit_entry(
+            parent.project_id,
+            actor=actor,
+            action="session.fork",
+            target_type="session",
+            target_id=fork.pk,
+            detail={"parent": str(parent.pk), "at_seq": at_seq},
+        )
+        opened = SessionOpened(
+            project_id=parent.project_id,
+            session_id=str(fork.pk),
+            parent_id=str(parent.pk),
+            fork_seq=at_seq,
+        )
+        message = outbox_message(opened)
+        # The session, its audit row and its outbox row in one statement (one round trip).
+        insert_in_one_statement([fork, entry, message])
+        audit_written(entry)
+        outbox_written(opened, message)
     return fork
 
 

@@ -15,6 +15,7 @@ from django.db import IntegrityError, transaction
 
 from core.errors import InvalidInput
 from sessions_app import storage
+from sessions_app.compaction import refuse_inside_compacted
 from sessions_app.models import EventKind, Session, Snapshot
 
 
@@ -49,6 +50,12 @@ class FoldedState:
     @property
     def content_hash(self) -> str:
         return content_hash(self.state, self.facts, self.summary)
+
+    @property
+    def state_hash(self) -> str:
+        """The hash of the working state and the facts alone: what compaction must keep equal
+        (invariant 6). The summary is left out: compaction adds one, by design."""
+        return content_hash(self.state, self.facts, "")
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -86,6 +93,10 @@ def state_at(session: Session, at_seq: int | None = None) -> FoldedState:
             f"at_seq must be between 0 and the head ({session.head_seq}).",
             detail={"at_seq": at_seq, "head_seq": session.head_seq},
         )
+    if at_seq and (session.compacted_through_seq or session.ancestry):
+        # Inside a compacted range the state events are gone: 410 `compacted`, never a
+        # silently wrong fold. The range's end is answered (its compaction snapshot).
+        refuse_inside_compacted(session, at_seq, what="state")
     segments = session.lineage_segments()
     folded = FoldedState(seq=0)
     snapshot = storage.nearest_snapshot_row(segments, at_seq)

@@ -28,6 +28,7 @@ from schemathesis.core.parameters import ParameterLocation
 from core.actors import Actor
 from core.models import KeyScope
 from handoffs_app.services.handoffs import cancel_handoff, request_handoff
+from retention_app.services.holds import place_hold
 from sessions_app.services.events import EventDraft, append_events
 from sessions_app.services.lifecycle import close_session, pause_session
 from sessions_app.services.sessions import fork_session
@@ -205,6 +206,9 @@ def _build_world() -> None:
         make_session(project), kind="takeover", payload={}, actor=TESTER
     ).handoff
     cancel_handoff(withdrawn, actor=TESTER)
+
+    for held in (worked, fork, paused, closed):  # DELETE …/hold has holds to lift
+        place_hold(project, session=held, reason="contract", actor=TESTER)
 
     KNOWN.update(
         api_key=[raw_key],

@@ -23,12 +23,14 @@ from core.scopes import ApiKeyAuth, route_scope
 from core.services.projects import create_api_key
 from handoffs_app.api import WaitingKeyAuth
 from handoffs_app.models import Handoff
+from handoffs_app.services.handoffs import request_handoff
+from retention_app.models import LegalHold, RetentionPolicy
+from retention_app.services.holds import place_hold
 from sessions_app.models import Event, Session
 from sessions_app.services.events import EventDraft, append_events
 from tasks_app.models import Step, Task
 from tests.conftest import ApiClient
 from tests.factories import make_project, make_session, make_task
-from tests.handoffs.helpers import ask
 
 # (method, path) -> body (None for no body). Bodies are valid where a valid one is simple, so
 # most calls reach the view; the point is that both scopes get the same answer.
@@ -62,18 +64,38 @@ REQUESTS: dict[tuple[str, str], dict | None] = {
     ("POST", "/workflows"): {"name": "scoped_flow"},
     ("GET", "/workflows"): None,
     ("GET", "/workflows/{name}"): None,
-    ("POST", "/sessions/{session_id}/handoffs"): {
-        "kind": "question",
-        "payload": {"question": "Which one?"},
-    },
+    ("POST", "/sessions/{session_id}/handoffs"): {"kind": "question", "payload": {"question": "?"}},
     ("GET", "/handoffs"): None,
     ("GET", "/handoffs/{handoff_id}"): None,
-    ("POST", "/handoffs/{handoff_id}/cancel"): {"reason": "scope test"},
+    ("POST", "/handoffs/{handoff_id}/cancel"): {},
+    ("GET", "/retention/policy"): None,
+    ("PUT", "/retention/policy"): {
+        "close_idle_after": 3600,
+        "close_paused_after": None,
+        "archive_closed_after": 86400,
+        "compact_after": 86400,
+        "delete_after": None,
+        "outcome_compact_after": None,
+        "outcome_delete_after": None,
+        "keep_outcomes": ["error"],
+        "keep_tags": [],
+    },
+    ("GET", "/retention/preview"): None,
+    ("GET", "/retention/runs"): None,
+    ("POST", "/sessions/{session_id}/hold"): {"reason": "litigation {n}"},
+    ("DELETE", "/sessions/{session_id}/hold"): None,
 }
 
-# The routes that need an admin-scoped key. Later issues add the retention policy and holds
-# here. (Webhook endpoints have no API: the admins' webhooks page manages them.)
-ADMIN_ROUTES = {("PATCH", "/project")}
+# The routes that need an admin-scoped key.
+ADMIN_ROUTES = {
+    ("PATCH", "/project"),
+    ("GET", "/retention/policy"),
+    ("PUT", "/retention/policy"),
+    ("GET", "/retention/preview"),
+    ("GET", "/retention/runs"),
+    ("POST", "/sessions/{session_id}/hold"),
+    ("DELETE", "/sessions/{session_id}/hold"),
+}
 
 
 def _routes() -> dict[tuple[str, str], object]:
@@ -98,8 +120,11 @@ def _world(project: Project) -> dict[str, object]:
         actor=Actor.system("tests"),
     )
     task = make_task(project)
-    # On a session of its own: the first session stays free to ask for one.
-    handoff = ask(make_session(project, title="waiting for a person"), kind="question")
+    # A standing hold, so lifting it (DELETE …/hold) has one to lift.
+    place_hold(project, session=session, reason="scope test", actor=Actor.system("tests"))
+    handoff = request_handoff(
+        make_session(project), kind="question", payload={"question": "?"}, actor=Actor.system("t")
+    ).handoff
     return {
         "session_id": str(session.pk),
         "task_id": str(task.pk),
@@ -150,6 +175,8 @@ def _state(project: Project) -> tuple:
         sorted(Step.objects.filter(task__project=project).values_list("pk", "status")),
         AuditEntry.objects.filter(project=project).count(),
         sorted(Handoff.objects.filter(project=project).values_list("pk", "status")),
+        sorted(LegalHold.objects.filter(project=project).values_list("pk", "released_at")),
+        RetentionPolicy.objects.filter(project=project).count(),
     )
 
 

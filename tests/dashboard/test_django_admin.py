@@ -31,7 +31,7 @@ from tests.factories import make_api_key, make_member, make_project, make_sessio
 from tests.handoffs.helpers import ask
 from tests.servers import free_port
 
-APPS = ("core", "sessions_app", "tasks_app", "handoffs_app")
+APPS = ("core", "sessions_app", "tasks_app", "handoffs_app", "retention_app")
 NOT_REGISTERED = {Event}  # composite primary key (session_id, seq): see sessions_app/admin.py
 READ_ONLY = {
     "auditentry",
@@ -48,6 +48,11 @@ READ_ONLY = {
     "handoffsettings",
     "webhookdelivery",
     "webhookattempt",
+    "retentionpolicy",
+    "legalhold",
+    "retentionrun",
+    "compaction",
+    "sessiontombstone",
 }
 
 
@@ -84,6 +89,7 @@ def data(db):
     handoff = ask(make_session(project, title="Asks"), kind="question")
     redeliver(WebhookDelivery.objects.get(endpoint=endpoint), actor=Actor.system("t"))
     update_handoff_settings(project.pk, user=admin_user, lease_seconds=600)
+    _retention_rows()
     return {
         "project": project,
         "admin": admin_user,
@@ -94,6 +100,45 @@ def data(db):
         "secret": secret,
         "handoff": handoff,
     }
+
+
+def _retention_rows() -> None:
+    """A policy, a hold, runs, a compaction and a tombstone (in a project of their own)."""
+    from datetime import timedelta
+
+    import time_machine
+    from django.utils import timezone
+
+    from retention_app.services.holds import place_hold
+    from retention_app.services.jobs import run_job
+    from retention_app.services.policies import save_policy
+    from sessions_app.services.lifecycle import archive_session, close_session
+
+    system = Actor.system("t")
+    project = make_project("Acme retention")
+    fields = dict.fromkeys(("close_idle_after", "close_paused_after", "archive_closed_after"), None)
+    policy = {
+        **fields,
+        "compact_after": 60,
+        "delete_after": 60,
+        "outcome_compact_after": None,
+        "outcome_delete_after": None,
+        "keep_outcomes": [],
+        "keep_tags": [],
+    }
+    save_policy(project, policy, actor=system)
+    held = make_session(project, title="held")
+    place_hold(project, session=held, reason="Acme litigation", actor=system)
+    kept = make_session(project, title="compacted")
+    append_events(kept, [EventDraft(kind="note", content={})], actor=system)
+    close_session(kept, actor=system)
+    gone = make_session(project, title="gone")
+    append_events(gone, [EventDraft(kind="note", content={})], actor=system)
+    close_session(gone, actor=system)
+    archive_session(gone, actor=system)
+    with time_machine.travel(timezone.now() + timedelta(days=1)):
+        run_job("compact_sessions", project_ids=[project.pk], trigger="t")
+        run_job("enforce_retention", project_ids=[project.pk], trigger="t")
 
 
 def models():

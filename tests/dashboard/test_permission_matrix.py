@@ -39,6 +39,8 @@ from core.models import (
 from core.services.webhooks import create_endpoint
 from handoffs_app.models import Handoff, HandoffSettings
 from handoffs_app.services.handoffs import claim_handoff, request_handoff_locked, take_over
+from retention_app.models import LegalHold, RetentionPolicy, RetentionRun
+from retention_app.services.holds import place_hold
 from sessions_app.models import Event, Session, Snapshot
 from sessions_app.services.lifecycle import pause_session
 from tasks_app.models import Step, Task, TaskHistory
@@ -101,6 +103,9 @@ class World:
         delivery = WebhookDelivery.objects.filter(project=self.team.project).first()
         if endpoint is not None:
             values["endpoint_id"] = endpoint.pk
+        hold = LegalHold.objects.filter(project=self.team.project).first()
+        if hold is not None:
+            values["hold_id"] = hold.pk
         if delivery is not None:
             values["delivery_id"] = delivery.pk
         missing = [k for k in URLS[name] if k not in values]
@@ -133,6 +138,9 @@ def snapshot() -> dict[str, Any]:
         "deliveries": sorted(WebhookDelivery.objects.values_list("pk", "status", "attempts")),
         "projects": sorted(Project.objects.values_list("pk", "name")),
         "api_keys": sorted(ApiKey.objects.values_list("pk", "revoked_at", "scope", "expires_at")),
+        "retention_policies": sorted(RetentionPolicy.objects.values_list("pk", "compact_after")),
+        "holds": sorted(LegalHold.objects.values_list("pk", "released_at")),
+        "runs": RetentionRun.objects.count(),
     }
 
 
@@ -321,6 +329,16 @@ def with_webhook(world: World) -> None:
     paused(world)
 
 
+def with_hold(world: World) -> None:
+    place_hold(world.team.project, session=world.session, reason="m", actor=Actor.system("t"))
+
+
+def ran_now(response, world: World, before: dict[str, Any]) -> None:
+    assert response.status_code == 302, response.status_code
+    assert response["Location"] == reverse("dashboard:retention", args=[world.team.project.pk])
+    assert RetentionRun.objects.filter(project=world.team.project).count() == 2
+
+
 def webhooks_page(world: World) -> str:
     return reverse("dashboard:webhooks", args=[world.team.project.pk])
 
@@ -487,6 +505,40 @@ MATRIX: dict[str, Row] = {
     "dashboard:webhook_delete": Row("post", "admin", endpoint_changed(None), prepare=with_webhook),
     "dashboard:webhook_redeliver": Row("post", "admin", redelivered, prepare=with_webhook),
     "tasks:list": Row("get", "viewer", page),
+    # Retention: every member reads the page; admins save the policy (or preview it), run the
+    # jobs now, place and lift legal holds.
+    "dashboard:retention": Row("get", "viewer", page, prepare=with_hold),
+    "dashboard:retention_policy": Row(
+        "post",
+        "admin",
+        changed(
+            console("dashboard:retention"),
+            lambda w: RetentionPolicy.objects.filter(project=w.team.project).exists(),
+            "retention.policy",
+        ),
+        data={"compact_after": "30", "archive_closed_after": "7", "action": "save"},
+    ),
+    "dashboard:retention_run": Row("post", "admin", ran_now),
+    "dashboard:retention_hold": Row(
+        "post",
+        "admin",
+        changed(
+            console("dashboard:retention"),
+            lambda w: LegalHold.objects.filter(project=w.team.project, scope="project").exists(),
+            "retention.hold",
+        ),
+        data={"target": "project", "reason": "matrix"},
+    ),
+    "dashboard:retention_lift": Row(
+        "post",
+        "admin",
+        changed(
+            console("dashboard:retention"),
+            lambda w: not LegalHold.objects.filter(released_at__isnull=True).exists(),
+            "retention.release",
+        ),
+        prepare=with_hold,
+    ),
     # Any signed-in person may start a project: the form is everyone's.
     "dashboard:new_project": Row("get", "viewer", page, outsider=page),
     # The console.

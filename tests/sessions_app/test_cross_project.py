@@ -16,7 +16,8 @@ from core.models import AuditEntry, Role
 from sessions_app.access import get_session_for_user
 from sessions_app.models import Event, Session, Snapshot
 from sessions_app.services.events import EventDraft, append_events
-from tests.factories import make_member, make_session, make_user
+from tests.conftest import ApiClient
+from tests.factories import make_api_key, make_member, make_session, make_user
 
 # (method, path) -> body; in an order in which the owner's calls all succeed.
 REQUESTS: list[tuple[str, str, dict | None]] = [
@@ -35,8 +36,13 @@ REQUESTS: list[tuple[str, str, dict | None]] = [
         "/sessions/{session_id}/handoffs",
         {"kind": "question", "payload": {"question": "outsider?"}},
     ),
+    ("POST", "/sessions/{session_id}/hold", {"reason": "outsider"}),
+    ("DELETE", "/sessions/{session_id}/hold", None),
     ("POST", "/sessions/{session_id}/close", {"reason": "outsider"}),
 ]
+# Admin-scoped key routes: an agent key of another project is refused by its scope first (403,
+# which says nothing about the session); an admin key of another project gets the 404.
+ADMIN_ONLY = {("POST", "/sessions/{session_id}/hold"), ("DELETE", "/sessions/{session_id}/hold")}
 
 
 def _session_endpoints() -> set[tuple[str, str]]:
@@ -64,7 +70,13 @@ def _world() -> tuple:
 def _call(client, method: str, path: str, body: dict | None):
     if method == "GET":
         return client.get(path)
+    if method == "DELETE":
+        return client.delete(path)
     return client.post(path, body)
+
+
+def _scope(client) -> str:
+    return client.get("/project").json()["key_scope"]
 
 
 def test_it_has_a_request_for_every_session_endpoint():
@@ -80,9 +92,16 @@ def test_it_answers_404_to_another_projects_key_on_every_session_endpoint(api, o
         session, [EventDraft(kind="fact", content={"key": "k", "value": 1})], actor=Actor.system()
     )
     before = _world()
+    other_scope = _scope(other_api)
     for method, path, body in REQUESTS:
         url = path.format(session_id=session.pk)
         response = _call(other_api, method, url, body)
+        if (method, path) in ADMIN_ONLY and other_scope == "agent":
+            assert response.status_code == 403, (method, path, response.content)
+            assert _call(other_api, method, path.format(session_id=uuid.uuid4()), body).json() == (
+                response.json()
+            )
+            continue
         assert response.status_code == 404, (method, path, response.content)
         error = response.json()["error"]
         assert set(error) == {"code", "message", "detail"}
@@ -95,8 +114,10 @@ def test_it_answers_404_to_another_projects_key_on_every_session_endpoint(api, o
 
     # The same requests from the owner succeed: the 404s were the project boundary, not the
     # requests themselves.
+    owner_admin = ApiClient(make_api_key(project, scope="admin")[1])
     for method, path, body in REQUESTS:
-        response = _call(api, method, path.format(session_id=session.pk), body)
+        client = owner_admin if (method, path) in ADMIN_ONLY else api
+        response = _call(client, method, path.format(session_id=session.pk), body)
         assert response.status_code in (200, 201), (method, path, response.content)
 
 

@@ -1,0 +1,71 @@
+"""What retention announces (outboxed: each commits with its change). Live lists that do not
+render a type ignore it (core.live); the sessions list hears `session.*` on its group."""
+
+from dataclasses import dataclass
+
+from core.domain_events import DomainEvent
+from core.realtime import project_list_group, session_group
+
+RETENTION_LISTING = "retention"
+
+
+@dataclass(frozen=True)
+class SessionCompacted(DomainEvent):
+    type = "session.compacted"
+    outboxed = True
+    session_id: str = ""
+    compaction_id: str = ""
+    through_seq: int = 0
+    events_removed: int = 0
+
+    def groups(self) -> list[str]:
+        return [
+            session_group(self.session_id),
+            project_list_group(self.project_id, "sessions"),
+            project_list_group(self.project_id, RETENTION_LISTING),
+        ]
+
+
+@dataclass(frozen=True)
+class SessionDeleted(DomainEvent):
+    type = "session.deleted"
+    outboxed = True
+    session_id: str = ""
+    events_deleted: int = 0
+
+    def groups(self) -> list[str]:
+        return [
+            session_group(self.session_id),
+            project_list_group(self.project_id, "sessions"),
+            project_list_group(self.project_id, RETENTION_LISTING),
+        ]
+
+
+@dataclass(frozen=True)
+class RetentionChanged(DomainEvent):
+    """A run started or finished, a policy was saved, a hold placed or lifted."""
+
+    type = "retention.changed"
+    outboxed = True
+    what: str = ""
+    id: str = ""
+
+    def groups(self) -> list[str]:
+        return [project_list_group(self.project_id, RETENTION_LISTING)]
+
+
+@dataclass(frozen=True)
+class HoldChanged(DomainEvent):
+    """A legal hold placed on or lifted from a session (its page and the lists show it)."""
+
+    type = "session.hold"
+    outboxed = True
+    session_id: str = ""
+    held: bool = False
+
+    def groups(self) -> list[str]:
+        return [
+            session_group(self.session_id),
+            project_list_group(self.project_id, "sessions"),
+            project_list_group(self.project_id, RETENTION_LISTING),
+        ]

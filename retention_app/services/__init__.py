@@ -1,0 +1,1 @@
+"""Retention's domain operations: policies, holds, compaction, enforcement, runs."""

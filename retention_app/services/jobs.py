@@ -1,0 +1,276 @@
+"""The retention jobs' work: close idle, close paused, archive, delete (enforce_retention) and
+compact (compact_sessions), project by project, in bounded batches.
+
+Each batch is one short transaction: the project row taken FOR SHARE (a legal hold being placed
+waits for the batch, and the batch sees every hold committed before it), then up to `batch`
+candidate sessions (retention_app.selection, the preview's code) locked FOR UPDATE SKIP LOCKED,
+so several workers share the work and none does a session twice. Each session's change runs in
+its own savepoint: one that fails is rolled back alone, recorded in the run's errors, and not
+tried again in this run. The run's counts are updated in the batch's transaction, so they
+commit exactly with the changes they count. Running again changes nothing more (every rule
+selects only what is still due).
+"""
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from core.actors import Actor
+from core.domain_events import publish
+from core.models import Project
+from core.services.audit import record_audit
+from sessions_app.models import Session, SessionStatus, Snapshot
+from sessions_app.retention import allow_event_deletion
+from sessions_app.services.lifecycle import transition_locked
+
+from .. import storage
+from ..domain_events import RetentionChanged, SessionDeleted
+from ..models import RetentionRun, RunJob, RunStatus, SessionTombstone
+from ..selection import Holds, candidates, standing_holds
+from .compaction import compact_locked
+from .holds import session_hold
+from .policies import ProjectPolicies, project_policies
+
+logger = logging.getLogger(__name__)
+
+JOB_ACTIONS = {
+    RunJob.ENFORCE: ("close_idle", "close_paused", "archive", "delete"),
+    RunJob.COMPACT: ("compact",),
+}
+RUN_ERRORS_KEPT = 50
+ACTOR = Actor.system("retention")
+
+
+@dataclass
+class Tally:
+    examined: int = 0
+    closed: int = 0
+    archived: int = 0
+    compacted: int = 0
+    deleted: int = 0
+    events_freed: int = 0
+    bytes_freed: int = 0
+    errors: list[dict[str, Any]] = field(default_factory=list)
+
+    def add_to(self, run: RetentionRun) -> None:
+        RetentionRun.objects.filter(pk=run.pk).update(
+            examined=F("examined") + self.examined,
+            closed=F("closed") + self.closed,
+            archived=F("archived") + self.archived,
+            compacted=F("compacted") + self.compacted,
+            deleted=F("deleted") + self.deleted,
+            events_freed=F("events_freed") + self.events_freed,
+            bytes_freed=F("bytes_freed") + self.bytes_freed,
+        )
+        if self.errors:
+            run.refresh_from_db(fields=["errors"])
+            run.errors = (run.errors + self.errors)[:RUN_ERRORS_KEPT]
+            run.save(update_fields=["errors"])
+
+
+class Skip(Exception):
+    """The session no longer qualifies (changed since it was selected): nothing to do."""
+
+
+def apply_action(action: str, session: Session, *, tally: Tally, run: RetentionRun | None) -> None:
+    """Do `action` to a session whose row the caller holds locked."""
+    if action in ("close_idle", "close_paused"):
+        expected = (
+            (SessionStatus.OPEN, SessionStatus.RESUMED)
+            if action == "close_idle"
+            else (SessionStatus.PAUSED,)
+        )
+        if session.status not in expected:
+            raise Skip
+        reason = "idle" if action == "close_idle" else "paused too long"
+        transition_locked(session, SessionStatus.CLOSED, actor=ACTOR, reason=reason)
+        tally.closed += 1
+    elif action == "archive":
+        if session.status != SessionStatus.CLOSED:
+            raise Skip
+        transition_locked(session, SessionStatus.ARCHIVED, actor=ACTOR, reason="retention")
+        tally.archived += 1
+    elif action == "compact":
+        if session_hold(session) is not None:
+            raise Skip
+        done = compact_locked(session, actor=ACTOR, run=run)
+        if done.compaction is None:
+            raise Skip
+        tally.compacted += 1
+        tally.events_freed += done.events_removed
+        tally.bytes_freed += done.bytes_removed
+    elif action == "delete":
+        if session.status != SessionStatus.ARCHIVED or session_hold(session) is not None:
+            raise Skip
+        count, size = delete_session_locked(session, run=run)
+        tally.deleted += 1
+        tally.events_freed += count
+        tally.bytes_freed += size
+    else:
+        raise ValueError(action)
+
+
+def delete_session_locked(session: Session, *, run: RetentionRun | None) -> tuple[int, int]:
+    """Delete the whole session (events, snapshots, compactions, links, handoffs); a tombstone
+    with the counts and an audit entry remain. The caller holds the row lock."""
+    with allow_event_deletion():
+        count, size = storage.delete_all_events(session.pk)
+    snapshots = Snapshot.objects.filter(session_id=session.pk).count()
+    SessionTombstone.objects.create(
+        session_id=session.pk,
+        project_id=session.project_id,
+        agent_name=session.agent.name,
+        external_id=session.external_id,
+        title=session.title,
+        created_at=session.created_at,
+        closed_at=session.closed_at,
+        archived_at=session.archived_at,
+        events_deleted=count,
+        snapshots_deleted=snapshots,
+        bytes_deleted=size,
+        run=run,
+    )
+    record_audit(
+        session.project_id,
+        actor=ACTOR,
+        action="session.delete",
+        target_type="session",
+        target_id=session.pk,
+        detail={"events": count, "snapshots": snapshots, "bytes": size},
+    )
+    publish(
+        SessionDeleted(
+            project_id=session.project_id, session_id=str(session.pk), events_deleted=count
+        )
+    )
+    Session.objects.filter(pk=session.pk).delete()  # cascades: snapshots, links, handoffs …
+    return count, size
+
+
+def run_batch(
+    project_id: int,
+    action: str,
+    *,
+    now: datetime,
+    limit: int,
+    policies: ProjectPolicies,
+    holds: Holds | None,
+    skip: set[UUID],
+    run: RetentionRun | None,
+) -> tuple[int, Tally]:
+    """One batch in one transaction; returns (sessions locked, what was done)."""
+    tally = Tally()
+    with transaction.atomic():
+        storage.share_project(project_id)
+        current_holds = standing_holds(project_id) if holds is None else holds
+        rows = list(
+            candidates(project_id, action, now=now, policies=policies, holds=current_holds)
+            .exclude(pk__in=list(skip))
+            .select_related("agent")
+            .select_for_update(skip_locked=True, of=("self",))[:limit]
+        )
+        tally.examined = len(rows)
+        for session in rows:
+            try:
+                with transaction.atomic():
+                    apply_action(action, session, tally=tally, run=run)
+            except Skip:
+                skip.add(session.pk)
+            except Exception as exc:  # one bad session must not stop the run
+                logger.exception("retention %s failed for session %s", action, session.pk)
+                skip.add(session.pk)
+                tally.errors.append(
+                    {"session_id": str(session.pk), "action": action, "error": repr(exc)[:500]}
+                )
+        if run is not None and (tally.examined or tally.errors):
+            tally.add_to(run)
+    return len(rows), tally
+
+
+def _start_run(project_id: int, job: str, trigger: str, now: datetime) -> RetentionRun:
+    with transaction.atomic():
+        # A run a crash left "running" past the task time limit is marked as interrupted.
+        stale = now - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT)
+        RetentionRun.objects.filter(
+            project_id=project_id, job=job, status=RunStatus.RUNNING, started_at__lt=stale
+        ).update(status=RunStatus.FAILED, finished_at=now)
+        run = RetentionRun.objects.create(project_id=project_id, job=job, trigger=trigger)
+        publish(RetentionChanged(project_id=project_id, what="run", id=str(run.pk)))
+    return run
+
+
+def _finish_run(run: RetentionRun) -> RetentionRun:
+    with transaction.atomic():
+        run.refresh_from_db()
+        run.status = RunStatus.FAILED if run.errors else RunStatus.SUCCEEDED
+        run.finished_at = timezone.now()
+        run.save(update_fields=["status", "finished_at"])
+        publish(RetentionChanged(project_id=run.project_id, what="run", id=str(run.pk)))
+    return run
+
+
+def run_job_for_project(
+    job: str,
+    project_id: int,
+    *,
+    now: datetime | None = None,
+    trigger: str = "beat",
+    limit: int | None = None,
+    max_batches: int | None = None,
+) -> RetentionRun | None:
+    """Run `job` over one project. A run is recorded when anything was examined or failed,
+    or when a person triggered it (beat's idle ticks leave no rows)."""
+    now = now or timezone.now()
+    limit = limit or settings.SWITCHBOARD_RETENTION_BATCH
+    max_batches = max_batches or settings.SWITCHBOARD_RETENTION_MAX_BATCHES
+    policies = project_policies(project_id)
+    run = _start_run(project_id, job, trigger, now) if trigger != "beat" else None
+    for action in JOB_ACTIONS[RunJob(job)]:
+        skip: set[UUID] = set()
+        for _ in range(max_batches):
+            if run is None:
+                # Beat: look before recording a run (most ticks find nothing).
+                if not candidates(project_id, action, now=now, policies=policies).exists():
+                    break
+                run = _start_run(project_id, job, trigger, now)
+            locked, _tally = run_batch(
+                project_id,
+                action,
+                now=now,
+                limit=limit,
+                policies=policies,
+                holds=None,
+                skip=skip,
+                run=run,
+            )
+            if locked < limit:
+                break
+    return _finish_run(run) if run is not None else None
+
+
+def run_job(
+    job: str,
+    *,
+    now: datetime | None = None,
+    trigger: str = "beat",
+    limit: int | None = None,
+    max_batches: int | None = None,
+    project_ids: list[int] | None = None,
+) -> list[RetentionRun]:
+    """Run `job` over every project (or those named); the runs recorded."""
+    ids = project_ids or list(Project.objects.order_by("pk").values_list("pk", flat=True))
+    runs = []
+    for project_id in ids:
+        run = run_job_for_project(
+            job, project_id, now=now, trigger=trigger, limit=limit, max_batches=max_batches
+        )
+        if run is not None:
+            runs.append(run)
+    return runs

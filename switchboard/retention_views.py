@@ -1,0 +1,163 @@
+"""The retention page: the policy (admins edit it, with a preview first; others read), legal
+holds, and the run history (a table and a chart of events freed per day). Parse, authorise
+(core.pages.project_for), call retention_app's services, render."""
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+
+from core.actors import Actor
+from core.errors import InvalidInput, NotFound
+from core.models import Membership, Role
+from core.pages import base_context, form_errors, project_for
+from retention_app.models import LegalHold, RunJob
+from retention_app.queries import events_freed_per_day, recent_runs, standing_holds
+from retention_app.services.holds import lift_hold, place_hold
+from retention_app.services.jobs import run_job_for_project
+from retention_app.services.policies import (
+    parse_policy,
+    policies_from,
+    policy_document,
+    project_policies,
+    save_policy,
+)
+from retention_app.services.preview import preview
+from sessions_app.models import Agent, Session
+from switchboard.retention_forms import HoldForm, LiftForm, PolicyForm
+
+TEMPLATE = "switchboard/retention.html"
+
+
+def live_context(project_id: int) -> dict[str, Any]:
+    """The parts the page's websocket re-renders: runs, chart, holds."""
+    now = timezone.now()
+    days = events_freed_per_day(project_id, now=now)
+    top = max((n for _, n in days), default=0) or 1
+    return {
+        "runs": recent_runs(project_id, limit=30),
+        "chart": [
+            {"day": day, "freed": n, "x": i * 10 + 1, "height": h, "y": 90 - h}
+            for i, (day, n) in enumerate(days)
+            for h in [round(80 * n / top)]
+        ],
+        "chart_width": 10 * len(days),
+        "holds": list(standing_holds(project_id)),
+    }
+
+
+def _page(request: HttpRequest, membership: Membership, **extra: Any) -> dict[str, Any]:
+    project = membership.project
+    document = policy_document(project_policies(project))
+    context = base_context(request, membership, "retention")
+    context.update(
+        {
+            "policy": document,
+            "form": extra.pop("form", None) or PolicyForm.for_policy(document),
+            "hold_form": extra.pop("hold_form", None) or HoldForm(),
+            "ws_url": f"/ws/projects/{project.pk}/retention/",
+            **live_context(project.pk),
+            **extra,
+        }
+    )
+    return context
+
+
+@require_GET
+@login_required
+def retention(request: HttpRequest, project_id: int) -> HttpResponse:
+    membership = project_for(request, project_id)
+    return render(request, TEMPLATE, _page(request, membership))
+
+
+@require_POST
+@login_required
+def retention_policy(request: HttpRequest, project_id: int) -> HttpResponse:
+    """`action=preview` shows what the edited policy would do now; `action=save` saves it."""
+    membership = project_for(request, project_id, Role.ADMIN)
+    project = membership.project
+    form = PolicyForm(request.POST)
+    if not form.is_valid():
+        context = _page(request, membership, form=form, errors=form_errors(form))
+        return render(request, TEMPLATE, context, status=400)
+    document = form.document()
+    try:
+        if request.POST.get("action") == "save":
+            save_policy(project, document, actor=Actor.for_user(request.user))  # type: ignore[arg-type]
+            messages.success(request, "Retention policy saved.")
+            return redirect("dashboard:retention", project.pk)
+        parsed = parse_policy(project, document)
+    except InvalidInput as refused:
+        problems = refused.detail if isinstance(refused.detail, dict) else {}
+        errors = [f"{field}: {problem}" for field, problem in problems.items()]
+        context = _page(request, membership, form=form, errors=errors or [refused.message])
+        return render(request, TEMPLATE, context, status=400)
+    result = preview(project, policies_from(parsed), now=timezone.now())
+    context = _page(request, membership, form=form, preview=result.as_dict()["would"])
+    return render(request, TEMPLATE, context)
+
+
+@require_POST
+@login_required
+def retention_run(request: HttpRequest, project_id: int) -> HttpResponse:
+    """Run both jobs over this project now, in this request (bounded batches)."""
+    membership = project_for(request, project_id, Role.ADMIN)
+    trigger = Actor.for_user(request.user).label  # type: ignore[arg-type]
+    done = []
+    for job in (RunJob.ENFORCE, RunJob.COMPACT):
+        run = run_job_for_project(job, membership.project_id, trigger=trigger)
+        if run is not None:
+            done.append(
+                f"{job}: {run.closed} closed, {run.archived} archived, {run.compacted} "
+                f"compacted, {run.deleted} deleted, {run.events_freed} events freed"
+            )
+    messages.success(request, "Ran now. " + "; ".join(done))
+    return redirect("dashboard:retention", membership.project_id)
+
+
+@require_POST
+@login_required
+def retention_hold(request: HttpRequest, project_id: int) -> HttpResponse:
+    membership = project_for(request, project_id, Role.ADMIN)
+    project = membership.project
+    form = HoldForm(request.POST)
+    if not form.is_valid():
+        context = _page(request, membership, hold_form=form, errors=form_errors(form))
+        return render(request, TEMPLATE, context, status=400)
+    data = form.cleaned_data
+    session = agent = None
+    if data["target"] == "session":
+        session = Session.objects.filter(project=project, pk=data["session_id"]).first()
+        if session is None:
+            raise NotFound("No such session in this project.")
+    elif data["target"] == "agent":
+        agent = Agent.objects.filter(project=project, name=data["agent"]).first()
+        if agent is None:
+            raise NotFound("No such agent in this project.")
+    place_hold(
+        project,
+        session=session,
+        agent=agent,
+        reason=data["reason"],
+        actor=Actor.for_user(request.user),  # type: ignore[arg-type]
+    )
+    messages.success(request, "Legal hold placed.")
+    return redirect("dashboard:retention", project.pk)
+
+
+@require_POST
+@login_required
+def retention_lift(request: HttpRequest, project_id: int, hold_id: int) -> HttpResponse:
+    membership = project_for(request, project_id, Role.ADMIN)
+    hold = LegalHold.objects.filter(project_id=membership.project_id, pk=hold_id).first()
+    if hold is None:
+        raise NotFound("No such hold in this project.")
+    form = LiftForm(request.POST)
+    reason = form.cleaned_data["reason"] if form.is_valid() else ""
+    lift_hold(hold, actor=Actor.for_user(request.user), reason=reason)  # type: ignore[arg-type]
+    messages.success(request, "Legal hold lifted.")
+    return redirect("dashboard:retention", membership.project_id)

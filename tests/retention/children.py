@@ -1,0 +1,10 @@
+"""Functions run in child processes by the SKIP LOCKED test (importable by name)."""
+
+
+def compact_job(project_id: int, limit: int) -> dict:
+    from retention_app.services.jobs import run_job
+    from tests.multiproc import barrier
+
+    barrier().wait()
+    runs = run_job("compact_sessions", trigger="worker", limit=limit, project_ids=[project_id])
+    return {"compacted": sum(r.compacted for r in runs), "examined": sum(r.examined for r in runs)}
