@@ -174,8 +174,19 @@ def test_a_fork_writes_its_session_audit_and_outbox_rows_in_one_statement(
         response = api.post(f"/sessions/{parent.pk}/fork", {"at_seq": 2})
     assert response.status_code == 201, response.content
     fork = Session.objects.get(pk=response.json()["id"])
-    # key, session, then ONE insert (no BEGIN/COMMIT of its own), then the relay's claim.
-    assert _statements(captured) == ["SELECT", "SELECT", "WITH", "BEGIN", "UPDATE", "COMMIT"]
+    # key, session; then the parent locked (against a compaction in flight) and ONE insert for
+    # the three rows, in one transaction; then the relay's claim.
+    assert _statements(captured) == [
+        "SELECT",
+        "SELECT",
+        "BEGIN",
+        "SELECT",
+        "WITH",
+        "COMMIT",
+        "BEGIN",
+        "UPDATE",
+        "COMMIT",
+    ]
     assert (fork.parent_id, fork.fork_seq, fork.head_seq, fork.status) == (parent.pk, 2, 2, "open")
     assert fork.created_at is not None and fork.updated_at is not None
     entry = AuditEntry.objects.get(action="session.fork", target_id=str(fork.pk))
