@@ -91,4 +91,6 @@ bootstrap() {
     # first time, a fraction of a second when nothing changed.
     "$uv" "${args[@]}" --compile-bytecode --quiet || { echo "Could not install the dependencies (uv sync)." >&2; exit 1; }
     export PATH="$PWD/.venv/bin:$PATH"
+    # For scripts/checks (uv.lock in step with pyproject.toml).
+    export SWITCHBOARD_UV=$uv
 }
