@@ -9,7 +9,7 @@
 
 # uv's version for the bootstrap venv, and the oldest one on PATH that is used (uv.lock's format).
 SWITCHBOARD_UV_VERSION=0.13.9
-SWITCHBOARD_UV_MINIMUM=0.9.0
+SWITCHBOARD_UV_MINIMUM=0.13.0
 
 find_python() {
     local candidate
