@@ -153,3 +153,23 @@ def test_an_operator_pauses_resumes_forks_and_closes(team: Team, session, live_u
     expect(page.get_by_role("button", name="Close")).to_have_count(0)
     session.refresh_from_db()
     assert session.status == "closed"
+
+
+def test_the_kinds_filter_has_one_checkbox_per_kind_and_filters_the_log(
+    team: Team, session, live_url, page, screenshot
+):
+    """Issue 13, defect 2: each kind once, as a checkbox; ticking one filters the log."""
+    sign_in(page, live_url, team.viewer.username)
+    open_session(page, live_url, session)
+    page.locator(".kind-picker > summary").click()
+    boxes = page.locator(".kind-picker input[type=checkbox][name=kind]")
+    expect(boxes).to_have_count(10)
+    labels = page.locator(".kind-picker label.check").all_inner_texts()
+    assert [label.strip() for label in labels][:2] == ["Message", "Tool Call"]
+    assert len(labels) == len(set(labels)) == 10
+    screenshot("walk-kinds-filter")
+    page.get_by_label("State", exact=True).check()
+    expect(page).to_have_url(re.compile(r"[?&]kind=state(&|$)"))
+    events = page.locator("#event-log article.event")
+    expect(events).to_have_count(2)
+    expect(page.locator("#event-log article.event-state")).to_have_count(2)
