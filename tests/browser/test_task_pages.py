@@ -33,7 +33,7 @@ def test_the_list_and_the_task_page_show_the_diagram_with_the_current_state(
     rows = page.locator("#task-rows tr.task-row")
     expect(rows).to_have_count(2)
     row = page.locator(f"#task-row-{task.pk}")
-    expect(row.locator(".task-state")).to_have_text("sent_for_review")
+    expect(row.locator(".task-state")).to_have_text("sent for review")
     expect(row.locator(".step-pills li").first).to_contain_text("draft")
     expect(page.locator(f"#task-row-{finished.pk}")).to_be_visible()
     screenshot("task-list")
@@ -51,7 +51,8 @@ def test_the_list_and_the_task_page_show_the_diagram_with_the_current_state(
     )
     assert next_states == ["approved", "changes_requested", "rejected"]
     expect(diagram.locator("desc")).to_have_text(
-        "Current state: sent_for_review. It can move to: changes_requested (request_changes), "
+        # Readable names (issue 13): "sent for review", not "sent_for_review".
+        "Current state: sent for review. It can move to: changes requested (request changes), "
         "approved (approve), rejected (reject)."
     )
     expect(panel.locator(".step-succeeded")).to_contain_text("Write the draft")
