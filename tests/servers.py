@@ -33,6 +33,9 @@ def child_env(**extra: str) -> dict[str, str]:
     env["DJANGO_SETTINGS_MODULE"] = "tests.settings"
     env["PYTHONPATH"] = str(ROOT)
     env["SWITCHBOARD_TEST_DB_NAME"] = connection.settings_dict["NAME"]
+    # DEBUG defaults off now; these servers speak plain HTTP to clients (httpx) that keep no
+    # Secure cookie there, so they run as scripts/run does unless a test asks for DEBUG off.
+    env.setdefault("DEBUG", "true")
     env.update(extra)
     return env
 
