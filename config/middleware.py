@@ -1,11 +1,13 @@
 import logging
 import time
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import DisallowedHost
 from django.db import DataError
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.middleware import csp
+from django.views import defaults
 
 from core import logging as request_logging
 from core import metrics
@@ -252,4 +254,27 @@ class PermissionsPolicyMiddleware:
         response = self.get_response(request)
         if self.header and "Permissions-Policy" not in response:
             response["Permissions-Policy"] = self.header
+        return response
+
+
+class FriendlyNotFoundMiddleware:
+    """With DEBUG on, Django answers an unknown URL (or a view's Http404) with its technical page,
+    which lists every URL pattern: replace it with the friendly 404 page DEBUG off shows. Placed
+    before CommonMiddleware, so APPEND_SLASH's redirect on a 404 still happens first."""
+
+    TECHNICAL_MARKER = b"<code>DEBUG = True</code>"
+
+    def __init__(self, get_response: Any) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if (
+            settings.DEBUG
+            and response.status_code == 404
+            and not response.streaming
+            and response.get("Content-Type", "").startswith("text/html")
+            and self.TECHNICAL_MARKER in response.content
+        ):
+            return defaults.page_not_found(request, Http404())
         return response

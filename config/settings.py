@@ -6,7 +6,9 @@ filesystem Celery broker), so a fresh clone runs with no services installed. Rea
 settings starts nothing: `bash scripts/run` starts the embedded server.
 """
 
+import contextlib
 import os
+import secrets
 from pathlib import Path
 
 import dj_database_url
@@ -61,10 +63,29 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
-DEBUG = env_bool("DEBUG", True)
-SECRET_KEY = env_secret("SECRET_KEY", DEV_SECRET_KEY)
+def local_secret_key(path: Path) -> str:
+    """A random key kept in a git-ignored file of this checkout (created on first use, mode 600):
+    DEBUG off with no SECRET_KEY still never signs with a key everybody knows. Several servers
+    behind one load balancer need the same SECRET_KEY: set it."""
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        key = secrets.token_urlsafe(50)
+        with contextlib.suppress(FileExistsError):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write(key + "\n")
+        return path.read_text().strip()
+
+
+# Off unless asked for (scripts/run turns it on for the demo): DEBUG's technical pages list every
+# URL pattern and setting.
+DEBUG = env_bool("DEBUG", False)
+SECRET_KEY = env_secret("SECRET_KEY", "")
+if not SECRET_KEY:
+    SECRET_KEY = DEV_SECRET_KEY if DEBUG else local_secret_key(BASE_DIR / ".secret_key")
 if not DEBUG and SECRET_KEY == DEV_SECRET_KEY:
-    raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off.")
+    raise ImproperlyConfigured("SECRET_KEY must not be the development key when DEBUG is off.")
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
@@ -104,6 +125,8 @@ MIDDLEWARE = [
     # Static files from the ASGI server itself (no separate web server needed to run it).
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # Before CommonMiddleware: the friendly 404 page with DEBUG on too, after APPEND_SLASH.
+    "config.middleware.FriendlyNotFoundMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",

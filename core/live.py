@@ -36,6 +36,13 @@ _layer_outage = OutageLog(logger, "channel layer (live pages' websockets)")
 LAYER_ERRORS = (RedisError, OSError)
 
 
+# Splits one rendered frame into several websocket messages. htmx parses each message as one
+# fragment, and the HTML parser cannot hold a top-level <tr> and a <tbody> in one fragment (after
+# a <tr> it drops the <tbody> tag and its rows land at the top level, where they are swapped by
+# id, find no target and vanish): a template puts this between the two kinds.
+FRAME_BREAK = "<!-- frame -->"
+
+
 class AccessLost(Exception):
     """The user can no longer see what this socket shows (membership removed, object gone)."""
 
@@ -104,8 +111,15 @@ class LiveConsumer(AsyncWebsocketConsumer):
         return None  # read-only: actions go through the views and the services
 
     async def send_frame(self, frame: str | None) -> None:
-        if frame and frame.strip():
-            await self.send(text_data=frame)
+        for part in (frame or "").split(FRAME_BREAK):
+            if not part.strip():
+                continue
+            try:
+                await self.send(text_data=part)
+            except OSError:
+                # The client went away (uvicorn's ClientDisconnected, an OSError) while a
+                # delayed flush rendered: nothing to deliver, and no traceback on shutdown.
+                return
 
     async def run(self, function: Any, *args: Any) -> Any:
         """Run a stream method (ORM + templates) in the ORM's thread; close on lost access."""

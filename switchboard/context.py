@@ -79,6 +79,14 @@ class EventsChart:
     height: int = 80
     bar_width: float = 9.0
 
+    @property
+    def y_ticks(self) -> list[int]:
+        """The y-axis labels, top to bottom: the peak, its half (when a whole number apart), 0."""
+        if self.peak <= 1:
+            return [self.peak, 0] if self.peak else [0]
+        half = self.peak // 2
+        return [self.peak, half, 0] if self.peak % 2 == 0 else [self.peak, 0]
+
 
 CHART_CACHE_SECONDS = 30
 

@@ -162,7 +162,12 @@ class EventLogForm(forms.Form):
         required=False,
         choices=[("desc", "Newest first"), ("asc", "Oldest first")],
     )
-    kind = forms.MultipleChoiceField(label="Kind", required=False, choices=EventKind.choices)
+    kind = forms.MultipleChoiceField(
+        label="Kind",
+        required=False,
+        choices=EventKind.choices,
+        widget=forms.CheckboxSelectMultiple,
+    )
     tier = forms.ChoiceField(
         label="Tier", required=False, choices=[("", "Any tier"), *Tier.choices]
     )

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from django.conf import settings
 from django.db import connection
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,6 +34,12 @@ def child_env(**extra: str) -> dict[str, str]:
     env["DJANGO_SETTINGS_MODULE"] = "tests.settings"
     env["PYTHONPATH"] = str(ROOT)
     env["SWITCHBOARD_TEST_DB_NAME"] = connection.settings_dict["NAME"]
+    # DEBUG defaults off now; these servers speak plain HTTP to clients (httpx) that keep no
+    # Secure cookie there, so they run as scripts/run does unless a test asks for DEBUG off.
+    env.setdefault("DEBUG", "true")
+    # The test process's key, whatever DEBUG gives each side: a session the test signs in with
+    # its Django client is valid on these servers.
+    env.setdefault("SECRET_KEY", settings.SECRET_KEY)
     env.update(extra)
     return env
 

@@ -34,14 +34,21 @@
     }
   });
 
-  // A live header carries the session's head seq: let the time-travel inputs reach it.
+  // A live header carries the session's head seq: every count of the page follows it (the log's
+  // "N in total", the facts panel's "at seq") and the seq inputs (time travel, jump) reach it.
+  // After every swap, live (websocket) or not (an operator's own action, a filter).
   function followHead() {
     var header = document.querySelector("[data-head-seq]");
     if (!header) return;
     var head = header.getAttribute("data-head-seq");
     document.querySelectorAll("input[data-follow-head]").forEach(function (el) { el.max = head; });
+    document.querySelectorAll("[data-head-count]").forEach(function (el) {
+      if (el.textContent !== head) el.textContent = head;
+    });
   }
-  document.addEventListener("htmx:oobAfterSwap", followHead);
+  ["htmx:oobAfterSwap", "htmx:afterSwap", "htmx:afterSettle", "htmx:wsAfterMessage"].forEach(function (name) {
+    document.addEventListener(name, followHead);
+  });
 
   // Live rows are inserted, never replaced: a reconnecting socket catches up from the page's
   // first head, so drop any row the page already shows. Only for insertions (afterbegin,

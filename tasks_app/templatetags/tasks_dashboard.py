@@ -56,3 +56,9 @@ def is_past(value: datetime | None) -> bool:
 @register.filter
 def short_id(value: Any) -> str:
     return str(value)[:8]
+
+
+@register.filter
+def readable(value: Any) -> str:
+    """A state or status name as words: `sent_for_review` -> `sent for review`."""
+    return str(value or "").replace("_", " ")

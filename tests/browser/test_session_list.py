@@ -88,3 +88,41 @@ def test_it_filters_by_status_and_searches_the_text_keeping_both_in_the_url(
     page.get_by_role("link", name="Clear the filters").click()
     expect(page).to_have_url(list_url)
     expect(rows).to_have_count(3)
+
+
+def test_recently_active_moves_a_written_session_to_the_top_without_losing_rows(
+    team: Team, sessions, live_url, page, screenshot
+):
+    """Issue 13, defect 1: on "recently active" a session that is written to moves to the top;
+    it must not vanish (the frame once held a <tr> and a <tbody>, which the HTML parser cannot
+    keep in one fragment: the moved rows found no target, htmx:oobErrorNoTarget)."""
+    extra = []
+    for n in (1, 2):
+        moving = make_session(team.project, agent="triage", title=f"Moves {n}")
+        append(moving, message("Hello."))
+        extra.append(moving)
+    errors: list[str] = []
+    page.on("console", lambda msg: errors.append(msg.text) if "oobError" in msg.text else None)
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    sign_in(page, live_url, team.viewer.username)
+    page.goto(f"{live_url}/p/{team.project.pk}/sessions/?sort=-updated")
+    rows = page.locator("#session-rows tr.session-row")
+    expect(rows).to_have_count(5)
+    expect(page.locator(".live-dot.on")).to_be_attached()
+    page.evaluate(
+        "document.body.addEventListener('htmx:oobErrorNoTarget',"
+        " e => console.log('oobErrorNoTarget ' + e.detail.target))"
+    )
+    refund, first, second = sessions["refund"], extra[0], extra[1]
+    assert titles(page)[-1] == refund.title  # the least recently active
+    for moved in (refund, first, refund, second):
+        append(moved, message("One more line."))
+        expect(rows.first).to_contain_text(moved.title)
+        expect(rows).to_have_count(5)
+    page.wait_for_timeout(500)
+    expect(rows).to_have_count(5)
+    assert sorted(titles(page)) == sorted(
+        [s.title for s in sessions.values()] + ["Moves 1", "Moves 2"]
+    )
+    screenshot("walk-sessions-recently-active")
+    assert errors == []

@@ -10,7 +10,7 @@ from core.actors import Actor
 from sessions_app.models import Session
 from tasks_app.services.transitions import transition_task
 from tests.browser.conftest import sign_in
-from tests.dashboard.conftest import Team, session, team  # noqa: F401  (personas, seq 1..6)
+from tests.dashboard.conftest import Team, append, fact, message, session, team  # noqa: F401
 from tests.factories import make_task
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -153,3 +153,58 @@ def test_an_operator_pauses_resumes_forks_and_closes(team: Team, session, live_u
     expect(page.get_by_role("button", name="Close")).to_have_count(0)
     session.refresh_from_db()
     assert session.status == "closed"
+
+
+def test_the_kinds_filter_has_one_checkbox_per_kind_and_filters_the_log(
+    team: Team, session, live_url, page, screenshot
+):
+    """Issue 13, defect 2: each kind once, as a checkbox; ticking one filters the log."""
+    sign_in(page, live_url, team.viewer.username)
+    open_session(page, live_url, session)
+    page.locator(".kind-picker > summary").click()
+    boxes = page.locator(".kind-picker input[type=checkbox][name=kind]")
+    expect(boxes).to_have_count(10)
+    labels = page.locator(".kind-picker label.check").all_inner_texts()
+    assert [label.strip() for label in labels][:2] == ["Message", "Tool Call"]
+    assert len(labels) == len(set(labels)) == 10
+    screenshot("walk-kinds-filter")
+    page.get_by_label("State", exact=True).check()
+    expect(page).to_have_url(re.compile(r"[?&]kind=state(&|$)"))
+    events = page.locator("#event-log article.event")
+    expect(events).to_have_count(2)
+    expect(page.locator("#event-log article.event-state")).to_have_count(2)
+
+
+def test_every_count_on_the_page_follows_the_live_log(
+    team: Team, session, live_url, page, screenshot
+):
+    """Issue 13, defect 3: the log's "N in total", the header, the time-travel and jump inputs'
+    maximum and the facts panel's "at seq" follow the log, after an operator's own actions and
+    after an agent's appends alike."""
+    sign_in(page, live_url, team.operator.username)
+    open_session(page, live_url, session)
+    expect(page.locator(".live-dot.on")).to_be_attached()
+
+    def expect_head(head: int) -> None:
+        expect(page.locator("#session-header")).to_have_attribute("data-head-seq", str(head))
+        expect(page.locator("#log-total")).to_have_text(str(head))
+        expect(page.locator("#facts-seq")).to_have_text(str(head))
+        expect(page.locator("#at-seq-range")).to_have_attribute("max", str(head))
+        expect(page.locator("#at-seq-number")).to_have_attribute("max", str(head))
+        expect(page.locator("#id_seq")).to_have_attribute("max", str(head))
+        expect(page.locator("#event-log article.event")).to_have_count(head)
+
+    expect_head(6)
+    page.fill("#pause-reason", "a look")
+    page.get_by_role("button", name="Pause").click()
+    expect(page.locator("#session-header .status")).to_have_text("Paused")
+    page.get_by_role("button", name="Resume").click()
+    expect(page.locator("#session-header .status")).to_have_text("Resumed")
+    session.refresh_from_db()
+    after_actions = session.head_seq
+    assert after_actions > 6
+    expect_head(after_actions)
+    append(session, message("Back to it."), fact("refund_status", "approved"))
+    expect_head(after_actions + 2)
+    expect(page.locator("#facts-panel")).to_contain_text("refund_status")
+    screenshot("walk-counts-follow-live")

@@ -33,7 +33,7 @@ def test_the_list_and_the_task_page_show_the_diagram_with_the_current_state(
     rows = page.locator("#task-rows tr.task-row")
     expect(rows).to_have_count(2)
     row = page.locator(f"#task-row-{task.pk}")
-    expect(row.locator(".task-state")).to_have_text("sent_for_review")
+    expect(row.locator(".task-state")).to_have_text("sent for review")
     expect(row.locator(".step-pills li").first).to_contain_text("draft")
     expect(page.locator(f"#task-row-{finished.pk}")).to_be_visible()
     screenshot("task-list")
@@ -51,7 +51,8 @@ def test_the_list_and_the_task_page_show_the_diagram_with_the_current_state(
     )
     assert next_states == ["approved", "changes_requested", "rejected"]
     expect(diagram.locator("desc")).to_have_text(
-        "Current state: sent_for_review. It can move to: changes_requested (request_changes), "
+        # Readable names (issue 13): "sent for review", not "sent_for_review".
+        "Current state: sent for review. It can move to: changes requested (request changes), "
         "approved (approve), rejected (reject)."
     )
     expect(panel.locator(".step-succeeded")).to_contain_text("Write the draft")
@@ -82,3 +83,24 @@ def test_a_transition_made_meanwhile_moves_the_mark_without_a_reload(team: Team,
     expect(page.locator("#task-header .task-state")).to_have_text("approved")
     expect(page.locator("#task-history")).to_contain_text("looks good")
     assert page.evaluate("window.__sameDocument") is True
+
+
+def test_step_statuses_have_distinct_colours_and_icons(live_url, page, screenshot):
+    """Issue 13: running is not succeeded; pending, waiting and paused are told apart."""
+    statuses = ["pending", "running", "waiting", "paused", "succeeded", "failed", "skipped"]
+    spans = "".join(f'<span class="status status-{s}">{s}</span> ' for s in statuses)
+    page.set_content(
+        f'<link rel="stylesheet" href="{live_url}/static/css/switchboard.css"><p>{spans}</p>'
+    )
+    page.wait_for_load_state("networkidle")
+    looks = page.evaluate(
+        """() => [...document.querySelectorAll('.status')].map(el => {
+            const s = getComputedStyle(el), b = getComputedStyle(el, '::before');
+            return [s.backgroundColor + '/' + s.color, b.content];
+        })"""
+    )
+    colours = [look[0] for look in looks]
+    icons = [look[1] for look in looks]
+    assert len(set(colours)) == len(statuses), dict(zip(statuses, colours, strict=True))
+    assert len(set(icons)) == len(statuses) and "none" not in icons
+    screenshot("walk-step-statuses")

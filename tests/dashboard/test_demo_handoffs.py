@@ -80,3 +80,17 @@ def test_simulated_agent_waits_for_the_answer_and_follows_it(project, decision):
     else:
         assert session.status == "closed"
         assert current["status"] == "closed"
+
+
+def test_seed_demo_prints_the_address_scripts_run_serves(monkeypatch):
+    """Issue 13, defect 6: with PORT (and HOST) set, the sign-in address says so."""
+    monkeypatch.setenv("PORT", "8765")
+    monkeypatch.setenv("HOST", "0.0.0.0")
+    out = io.StringIO()
+    call_command("seed_demo", "--force", "--long-log", "0", stdout=out)
+    assert "Sign in at http://0.0.0.0:8765/ with one of:" in out.getvalue()
+    monkeypatch.delenv("PORT")
+    monkeypatch.delenv("HOST")
+    out = io.StringIO()
+    call_command("seed_demo", "--force", stdout=out)
+    assert "Sign in at http://127.0.0.1:8000/ with one of:" in out.getvalue()

@@ -75,6 +75,9 @@ def test_it_renders_the_chart_as_inline_svg_and_serves_it_to_htmx_polls(team, se
     assert "<svg" in body and "<rect" in body and "6 events in the last hour" in body
     assert "<html" not in body
     assert response["Vary"].count("HX-Request")
+    # A y-axis scale (issue 13): the peak (6 events this minute), its half, and 0.
+    assert '<div class="chart-y muted" aria-hidden="true" title="events per minute">' in body
+    assert "<span>6</span><span>3</span><span>0</span>" in body
 
 
 def test_it_keeps_the_overview_cheap(team, session, django_assert_max_num_queries):

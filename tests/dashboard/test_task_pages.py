@@ -187,7 +187,8 @@ def test_it_marks_the_current_state_in_the_diagram(team, task):
     nexts = set(re.findall(r'<g class="node next[^"]*" data-state="([a-z_]+)"', page))
     assert nexts == {"approved", "changes_requested", "rejected"}
     assert len(re.findall(r'<g class="node[ "]', page)) == 6
-    assert "Current state: sent_for_review." in page
+    assert "Current state: sent for review." in page  # readable (issue 13)
+    assert ">sent for review</span>" in page and ">sent_for_review<" not in page
     # Drawn in the page (inline SVG), nothing fetched from elsewhere.
     assert "<svg" in page and '<script src="http' not in page
 
@@ -242,6 +243,9 @@ def test_it_shows_steps_outputs_branch_and_waits(team, task):
     assert "<code>short</code>" in page and "writer" in page
     assert "waits on the signal <code>review_decision</code>" in page
     assert f'datetime="{deadline.strftime("%Y-%m-%dT%H:%M")}' in page
+    # "due in 2 days", not "until in 2 days" (issue 13).
+    assert re.search(r"<code>review_decision</code>, due <time[^>]*data-relative", page)
+    assert re.search(r"signal <code>review_decision</code> due <time[^>]*data-relative", page)
     deliver_signal(task, "review_decision", actor=AGENT, payload={"decision": "approve"})
     page = get_detail(team, task).content.decode()
     assert "Waiting:" not in page

@@ -3,6 +3,7 @@
 Idempotent: a second run finds the demo project and leaves it as it is.
 """
 
+import os
 import random
 from datetime import timedelta
 from decimal import Decimal
@@ -67,7 +68,10 @@ class Command(BaseCommand):
             self.stdout.write(self.style.SUCCESS(f"Demo project {DEMO_PROJECT!r} created."))
         else:
             self.stdout.write(f"Demo project {DEMO_PROJECT!r} already there; left as it is.")
-        self.stdout.write("Sign in at http://127.0.0.1:8000/ with one of:")
+        # Where scripts/run serves it: its HOST and PORT, with the same defaults.
+        host = os.environ.get("HOST") or "127.0.0.1"
+        port = os.environ.get("PORT") or "8000"
+        self.stdout.write(f"Sign in at http://{host}:{port}/ with one of:")
         for username, password, role in DEMO_USERS:
             self.stdout.write(f"  {role:<9} username {username!r}  password {password!r}")
 
