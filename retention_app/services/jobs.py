@@ -26,7 +26,7 @@ from core.actors import Actor
 from core.domain_events import publish
 from core.models import Project
 from core.services.audit import record_audit
-from sessions_app.models import Session, SessionStatus, Snapshot
+from sessions_app.models import Session, SessionStatus
 from sessions_app.retention import allow_event_deletion
 from sessions_app.services.lifecycle import transition_locked
 
@@ -122,7 +122,7 @@ def delete_session_locked(session: Session, *, run: RetentionRun | None) -> tupl
     with the counts and an audit entry remain. The caller holds the row lock."""
     with allow_event_deletion():
         count, size = storage.delete_all_events(session.pk)
-    snapshots = Snapshot.objects.filter(session_id=session.pk).count()
+    snapshots = storage.delete_session_rows(session.pk)  # snapshots, links, handoffs …
     SessionTombstone.objects.create(
         session_id=session.pk,
         project_id=session.project_id,
@@ -150,7 +150,6 @@ def delete_session_locked(session: Session, *, run: RetentionRun | None) -> tupl
             project_id=session.project_id, session_id=str(session.pk), events_deleted=count
         )
     )
-    Session.objects.filter(pk=session.pk).delete()  # cascades: snapshots, links, handoffs …
     return count, size
 
 
