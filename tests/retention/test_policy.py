@@ -350,3 +350,35 @@ def test_the_session_page_shows_a_legal_hold_and_a_compaction(db, project):
     closed(session)
     compact_session(session, actor=SYSTEM)
     assert f"compacted to {session.head_seq}" in client.get(url).content.decode()
+
+
+def test_deletion_takes_every_dependant_row_and_keeps_a_parent_with_forks(db, project, policy):
+    from handoffs_app.models import Handoff
+    from sessions_app.services.sessions import fork_session
+
+    with time_machine.travel(at(0), tick=False):
+        plain = make_session(project)
+        append(plain, conversation(14))
+        take_snapshot(plain, 7, reason="agent")
+        handoff = request_handoff(
+            plain, kind="question", payload={"question": "ok?"}, actor=SYSTEM
+        ).handoff
+        cancel_handoff(handoff, actor=SYSTEM)
+        archived(plain)
+        parent = make_session(project)
+        append(parent, conversation(14))
+        archived(parent)
+        fork = fork_session(parent, at_seq=5, actor=SYSTEM)  # stays open: not deleted
+    parent_events = Event.objects.filter(session_id=parent.pk).count()
+    (run,) = enforce(project, 400)
+    assert run.deleted == 1
+    assert not Session.objects.filter(pk=plain.pk).exists()
+    assert not Snapshot.objects.filter(session_id=plain.pk).exists()
+    assert not Handoff.objects.filter(session_id=plain.pk).exists()
+    assert SessionTombstone.objects.get(session_id=plain.pk).snapshots_deleted == 1
+    # The parent a fork still reads through is left whole (not selected while it has forks;
+    # storage.delete_session_rows would refuse it too).
+    assert run.errors == []
+    assert Event.objects.filter(session_id=parent.pk).count() == parent_events > 0
+    assert Session.objects.filter(pk__in=[parent.pk, fork.pk]).count() == 2
+    assert not SessionTombstone.objects.filter(session_id=parent.pk).exists()
