@@ -21,18 +21,20 @@ def share_project(project_id: int) -> None:
 
 def transient_events(session_id: UUID, after: int, through: int) -> list[dict[str, Any]]:
     """The session's own transient events in (after, through], in seq order, for the
-    summariser (kind, role, seq, text, content)."""
+    summariser (kind, role, seq, text, content). Built by the database as one JSON array and
+    decoded in one call: a compaction reads up to a whole session's log, and a Python row and
+    a json.loads per event cost more than reading them."""
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT seq, kind, role, text, content FROM {table(Event)}"
-            " WHERE session_id = %s AND seq > %s AND seq <= %s AND tier = 'transient'"
-            " ORDER BY seq",
+            "SELECT coalesce(json_agg(json_build_object('seq', seq, 'kind', kind, 'role', role,"
+            " 'text', text, 'content', content) ORDER BY seq), '[]')::text"
+            f" FROM {table(Event)}"
+            " WHERE session_id = %s AND seq > %s AND seq <= %s AND tier = 'transient'",
             [session_id, after, through],
         )
-        return [
-            {"seq": s, "kind": k, "role": r, "text": t, "content": json.loads(c)}
-            for s, k, r, t, c in cursor.fetchall()
-        ]
+        row = cursor.fetchone()
+    events: list[dict[str, Any]] = json.loads(row[0]) if row else []
+    return events
 
 
 def delete_transient_events(session_id: UUID, after: int, through: int) -> tuple[int, int]:
