@@ -5,6 +5,7 @@ A fork's history is its ancestors' rows up to each fork point plus its own, reso
 """
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -135,13 +136,16 @@ class SessionExport:
         segments: list[tuple[UUID, int, int | None]],
         *,
         upto: int,
+        header: str,
     ) -> None:
         self.conn = conn
         self.segments = segments
         self.upto = upto
+        self.header = header
 
     async def chunks(self) -> AsyncIterator[str]:
         try:
+            yield self.header + "\n"
             async for lines in storage.export_lines(
                 self.conn, self.segments, upto=self.upto, batch=EXPORT_BATCH
             ):
@@ -154,10 +158,36 @@ class SessionExport:
         await self.conn.close()
 
 
-async def open_export(session: Session, *, slots: int) -> SessionExport | None:
+def export_header(session: Session, *, agent_name: str) -> str:
+    """An export's first line: the session it describes, as loaded (its events follow).
+
+    One JSON object with the single key "session" (an event line has "seq"), so a reader tells
+    it apart: id, title, agent, lineage (parent_id and fork_seq, null for a root), status,
+    head_seq (the last event exported) and usage (tokens, cost as a decimal string).
+    """
+    return json.dumps(
+        {
+            "session": {
+                "id": str(session.pk),
+                "title": session.title,
+                "agent": agent_name,
+                "parent_id": None if session.parent_id is None else str(session.parent_id),
+                "fork_seq": session.fork_seq,
+                "status": session.status,
+                "head_seq": session.head_seq,
+                "usage": {"tokens": session.tokens_used, "cost": str(session.cost_used)},
+            }
+        },
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+
+
+async def open_export(session: Session, *, slots: int, header: str) -> SessionExport | None:
     """Connect and take one of the project's `slots` export slots; None when all are taken.
 
-    The export reads the session's visible log up to its head now (`session` as loaded).
+    The export reads the session's visible log up to its head now (`session` as loaded),
+    after `header` (export_header) as its first line.
     """
     conn = await open_async_connection()
     try:
@@ -168,7 +198,7 @@ async def open_export(session: Session, *, slots: int) -> SessionExport | None:
     if slot is None:
         await conn.close()
         return None
-    return SessionExport(conn, session.lineage_segments(), upto=session.head_seq)
+    return SessionExport(conn, session.lineage_segments(), upto=session.head_seq, header=header)
 
 
 def lifecycle_changes(session: Session, *, limit: int = 50) -> list[Event]:
