@@ -14,7 +14,7 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
-from django.db.models import Count, OuterRef, Q, QuerySet, Subquery, TextField
+from django.db.models import Case, Count, OuterRef, Q, QuerySet, Subquery, TextField, When
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, TruncMinute
 
@@ -400,21 +400,28 @@ def status_counts(project: Project) -> dict[str, int]:
     return counts
 
 
-def waiting_sessions(project: Project, *, limit: int = 5) -> list[Session]:
-    """Paused sessions, longest wait first, each with `paused_since`.
-
-    A paused session's latest lifecycle event is the one that paused it: one probe of the
-    partial index event_lifecycle_seq per paused session (paused sessions are few).
+def pause_annotations() -> dict[str, Any]:
+    """`paused_since` and `pause_reason` (the lifecycle event's reason, "" when none was given)
+    of a paused session, None for any other: a paused session's latest lifecycle event is the
+    one that paused it. One probe of the partial index event_lifecycle_seq per paused row.
     """
-    paused_at = (
-        Event.objects.filter(session_id=OuterRef("pk"), kind=EventKind.LIFECYCLE)
-        .order_by("-seq")
-        .values("created_at")[:1]
+    latest = Event.objects.filter(session_id=OuterRef("pk"), kind=EventKind.LIFECYCLE).order_by(
+        "-seq"
     )
+    paused = Q(status=SessionStatus.PAUSED)
+    reason = latest.annotate(_reason=KeyTextTransform("reason", "content")).values("_reason")
+    return {
+        "paused_since": Case(When(paused, then=Subquery(latest.values("created_at")[:1]))),
+        "pause_reason": Case(When(paused, then=Subquery(reason[:1], output_field=TextField()))),
+    }
+
+
+def waiting_sessions(project: Project, *, limit: int = 5) -> list[Session]:
+    """Paused sessions, longest wait first, each with `paused_since` and `pause_reason`."""
     return list(
         Session.objects.filter(project=project, status=SessionStatus.PAUSED)
         .select_related("agent")
-        .annotate(paused_since=Subquery(paused_at))
+        .annotate(**pause_annotations())
         .order_by("paused_since", "id")[:limit]
     )
 
