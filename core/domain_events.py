@@ -21,6 +21,7 @@ Nothing is announced for a write that rolled back: every send waits for `on_comm
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
@@ -65,6 +66,19 @@ class DomainEvent:
         body.pop("type", None)
         body.pop("project_id", None)
         return body
+
+
+# Reactions of a floor above to an outboxed event, run in the change's transaction right after
+# its outbox row (outbox_written): registered by an app's ready() (tasks_app: a fork keeps its
+# parent's task links), so the app that publishes never imports the one that reacts.
+_REACTIONS: dict[str, list[Callable[[Any], None]]] = {}
+
+
+def react_to(event_type: str, reaction: Callable[[Any], None]) -> None:
+    """Run `reaction(event)` in the transaction of every outboxed `event_type` event written."""
+    reactions = _REACTIONS.setdefault(event_type, [])
+    if reaction not in reactions:
+        reactions.append(reaction)
 
 
 def publish(event: DomainEvent) -> None:
@@ -112,7 +126,10 @@ def _outbox_row(event: DomainEvent, payload: dict[str, Any], groups: list[str]) 
 
 def outbox_written(event: DomainEvent, message: OutboxMessage) -> None:
     """After `event`'s outbox row is inserted: its webhook deliveries (same transaction), then
-    the relay on commit (at once in autocommit)."""
+    the relay on commit (at once in autocommit), and the reactions registered for its type
+    (react_to), in the same transaction."""
+    for reaction in _REACTIONS.get(event.type, ()):
+        reaction(event)
     webhook = event.webhook_event()
     if webhook is not None:
         enqueue_deliveries(event.project_id, webhook, event.webhook_data())

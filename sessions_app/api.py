@@ -244,6 +244,48 @@ class EventOut(OutSchema):
     content: dict[str, Any]
 
 
+# An export's header line (queries.export_header), documented inline: nothing declares it.
+EXPORT_HEADER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["session"],
+    "properties": {
+        "session": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": [
+                "id",
+                "title",
+                "agent",
+                "parent_id",
+                "fork_seq",
+                "status",
+                "head_seq",
+                "usage",
+            ],
+            "properties": {
+                "id": {"type": "string", "format": "uuid"},
+                "title": {"type": "string"},
+                "agent": {"type": "string", "description": "the agent's name"},
+                "parent_id": {"type": ["string", "null"], "format": "uuid"},
+                "fork_seq": {"type": ["integer", "null"]},
+                "status": {"type": "string", "enum": [choice.value for choice in SessionStatus]},
+                "head_seq": {"type": "integer", "description": "the last event exported"},
+                "usage": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["tokens", "cost"],
+                    "properties": {
+                        "tokens": {"type": "integer"},
+                        "cost": {"type": "string", "description": "a decimal"},
+                    },
+                },
+            },
+        }
+    },
+}
+
+
 class CompactedRangeOut(OutSchema):
     session_id: str = Field(..., description="whose log (the session's, or an ancestor's)")
     after_seq: int
@@ -494,16 +536,24 @@ def close(request: HttpRequest, session_id: UUID, payload: ReasonIn | None = Non
 @router.get(
     "/sessions/{session_id}/export",
     summary="The whole log as JSON Lines (streamed)",
-    # Streamed from the stored JSON, one EventOut per line; ninja's own JSONL streaming would
-    # decode and re-encode every event, so the 200 is documented here rather than declared.
+    # Streamed from the stored JSON, a header line then one EventOut per line; ninja's own
+    # JSONL streaming would decode and re-encode every event, so the 200 is documented here.
     response=responses({}, 404),
     openapi_extra={
         "responses": {
             200: {
-                "description": "One event per line (EventOut), oldest first; forks include their "
-                "ancestors' prefix.",
+                "description": "First a header line describing the session (queries."
+                "export_header: an object with the single key `session`), then one event per "
+                "line (EventOut), oldest first; forks include their ancestors' prefix.",
                 "content": {
-                    "application/x-ndjson": {"schema": {"$ref": "#/components/schemas/EventOut"}},
+                    "application/x-ndjson": {
+                        "schema": {
+                            "oneOf": [
+                                EXPORT_HEADER_SCHEMA,
+                                {"$ref": "#/components/schemas/EventOut"},
+                            ]
+                        }
+                    },
                 },
             }
         }

@@ -5,6 +5,7 @@ A fork's history is its ancestors' rows up to each fork point plus its own, reso
 """
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -13,7 +14,7 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
-from django.db.models import Count, OuterRef, Q, QuerySet, Subquery, TextField
+from django.db.models import Case, Count, OuterRef, Q, QuerySet, Subquery, TextField, When
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, TruncMinute
 
@@ -135,13 +136,16 @@ class SessionExport:
         segments: list[tuple[UUID, int, int | None]],
         *,
         upto: int,
+        header: str,
     ) -> None:
         self.conn = conn
         self.segments = segments
         self.upto = upto
+        self.header = header
 
     async def chunks(self) -> AsyncIterator[str]:
         try:
+            yield self.header + "\n"
             async for lines in storage.export_lines(
                 self.conn, self.segments, upto=self.upto, batch=EXPORT_BATCH
             ):
@@ -154,10 +158,36 @@ class SessionExport:
         await self.conn.close()
 
 
-async def open_export(session: Session, *, slots: int) -> SessionExport | None:
+def export_header(session: Session, *, agent_name: str) -> str:
+    """An export's first line: the session it describes, as loaded (its events follow).
+
+    One JSON object with the single key "session" (an event line has "seq"), so a reader tells
+    it apart: id, title, agent, lineage (parent_id and fork_seq, null for a root), status,
+    head_seq (the last event exported) and usage (tokens, cost as a decimal string).
+    """
+    return json.dumps(
+        {
+            "session": {
+                "id": str(session.pk),
+                "title": session.title,
+                "agent": agent_name,
+                "parent_id": None if session.parent_id is None else str(session.parent_id),
+                "fork_seq": session.fork_seq,
+                "status": session.status,
+                "head_seq": session.head_seq,
+                "usage": {"tokens": session.tokens_used, "cost": str(session.cost_used)},
+            }
+        },
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+
+
+async def open_export(session: Session, *, slots: int, header: str) -> SessionExport | None:
     """Connect and take one of the project's `slots` export slots; None when all are taken.
 
-    The export reads the session's visible log up to its head now (`session` as loaded).
+    The export reads the session's visible log up to its head now (`session` as loaded),
+    after `header` (export_header) as its first line.
     """
     conn = await open_async_connection()
     try:
@@ -168,7 +198,7 @@ async def open_export(session: Session, *, slots: int) -> SessionExport | None:
     if slot is None:
         await conn.close()
         return None
-    return SessionExport(conn, session.lineage_segments(), upto=session.head_seq)
+    return SessionExport(conn, session.lineage_segments(), upto=session.head_seq, header=header)
 
 
 def lifecycle_changes(session: Session, *, limit: int = 50) -> list[Event]:
@@ -370,21 +400,28 @@ def status_counts(project: Project) -> dict[str, int]:
     return counts
 
 
-def waiting_sessions(project: Project, *, limit: int = 5) -> list[Session]:
-    """Paused sessions, longest wait first, each with `paused_since`.
-
-    A paused session's latest lifecycle event is the one that paused it: one probe of the
-    partial index event_lifecycle_seq per paused session (paused sessions are few).
+def pause_annotations() -> dict[str, Any]:
+    """`paused_since` and `pause_reason` (the lifecycle event's reason, "" when none was given)
+    of a paused session, None for any other: a paused session's latest lifecycle event is the
+    one that paused it. One probe of the partial index event_lifecycle_seq per paused row.
     """
-    paused_at = (
-        Event.objects.filter(session_id=OuterRef("pk"), kind=EventKind.LIFECYCLE)
-        .order_by("-seq")
-        .values("created_at")[:1]
+    latest = Event.objects.filter(session_id=OuterRef("pk"), kind=EventKind.LIFECYCLE).order_by(
+        "-seq"
     )
+    paused = Q(status=SessionStatus.PAUSED)
+    reason = latest.annotate(_reason=KeyTextTransform("reason", "content")).values("_reason")
+    return {
+        "paused_since": Case(When(paused, then=Subquery(latest.values("created_at")[:1]))),
+        "pause_reason": Case(When(paused, then=Subquery(reason[:1], output_field=TextField()))),
+    }
+
+
+def waiting_sessions(project: Project, *, limit: int = 5) -> list[Session]:
+    """Paused sessions, longest wait first, each with `paused_since` and `pause_reason`."""
     return list(
         Session.objects.filter(project=project, status=SessionStatus.PAUSED)
         .select_related("agent")
-        .annotate(paused_since=Subquery(paused_at))
+        .annotate(**pause_annotations())
         .order_by("paused_since", "id")[:limit]
     )
 

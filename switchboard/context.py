@@ -349,6 +349,20 @@ class EventView:
     pretty_lines: int
     json_open: bool
     is_durable: bool
+    # A fork point shown just above this row (event_log): the lineage changes hands here.
+    boundary: "ForkBoundary | None" = None
+
+
+@dataclass
+class ForkBoundary:
+    """Where a fork's log passes from an ancestor's events (seq <= `seq`) to its own."""
+
+    seq: int
+    parent_id: str
+    parent_title: str
+    child_id: str
+    child_title: str
+    child_is_session: bool
 
 
 def _compact(value: Any, limit: int = 120) -> str:
@@ -518,8 +532,12 @@ def event_log(session: Session, options: LogOptions) -> EventLog:
                 doseq=True,
             )
     ws_params = {**options.filter_params(), "after_seq": head, "rows": int(live)}
+    events = [event_view(row) for row in page.rows]
+    # The row shown just before this slice's first: the cursor's (or past the head: this one).
+    shown_before = after if options.order == "asc" else before
+    mark_fork_boundaries(session, events, shown_before=shown_before)
     return EventLog(
-        events=[event_view(row) for row in page.rows],
+        events=events,
         options=options,
         head=head,
         has_more=page.has_more,
@@ -529,6 +547,48 @@ def event_log(session: Session, options: LogOptions) -> EventLog:
         newer_query=newer_query,
         filter_query=urlencode(options.filter_params(), doseq=True),
     )
+
+
+def mark_fork_boundaries(session: Session, events: list[EventView], *, shown_before: int) -> None:
+    """Set `boundary` on each row of a fork's log where, in display order, the events pass
+    from one session of the lineage to another (the parent's last event, the fork's first).
+
+    `shown_before` is the seq of the row displayed just before `events[0]` (a cursor; past the
+    head for the newest first page), so a boundary between two slices is marked too.
+    """
+    segments = session.lineage_segments()
+    if len(segments) < 2 or not events:
+        return
+
+    def owner(seq: int) -> int:
+        """The index of the segment holding `seq` (the last one past the head)."""
+        return next(i for i, (_, _, upto) in enumerate(segments) if upto is None or seq <= upto)
+
+    marks: list[tuple[EventView, int, int]] = []  # (row, older segment, newer segment)
+    previous = owner(shown_before)
+    for event in events:
+        current = owner(event.seq)
+        if current != previous:
+            marks.append((event, min(current, previous), max(current, previous)))
+        previous = current
+    if not marks:
+        return
+    titles = dict(
+        Session.objects.filter(pk__in=[segment[0] for segment in segments]).values_list(
+            "pk", "title"
+        )
+    )
+    for event, older, newer in marks:
+        parent_id, _, upto = segments[older]
+        child_id = segments[newer][0]
+        event.boundary = ForkBoundary(
+            seq=upto or 0,
+            parent_id=str(parent_id),
+            parent_title=titles.get(parent_id) or "the parent session",
+            child_id=str(child_id),
+            child_title=titles.get(child_id) or "the fork",
+            child_is_session=child_id == session.pk,
+        )
 
 
 @dataclass

@@ -9,7 +9,7 @@ from django.db.models.functions import Coalesce
 from core.models import Project
 from handoffs_app.models import ACTIVE_STATUSES, Handoff
 from sessions_app.models import Session
-from sessions_app.queries import SessionFilters, filter_sessions
+from sessions_app.queries import SessionFilters, filter_sessions, pause_annotations
 from tasks_app.models import TaskSession
 
 
@@ -48,7 +48,8 @@ def pending_handoff_expression() -> Exists:
 
 
 def session_rows(project: Project, filters: SessionListFilters) -> QuerySet[Session]:
-    """The sessions list's rows, each annotated with `has_task`."""
+    """The sessions list's rows, each annotated with `has_task` (and, when paused, with
+    `paused_since` and `pause_reason`: sessions_app.queries.pause_annotations)."""
     qs = filter_sessions(project, filters)
     has_task = filters.has_task
     if has_task is not None:
@@ -63,4 +64,4 @@ def session_rows(project: Project, filters: SessionListFilters) -> QuerySet[Sess
     if filters.has_handoff is not None:
         pending = pending_handoff_expression()
         qs = qs.filter(pending if filters.has_handoff else ~pending)
-    return qs.annotate(has_task=has_task_flag())
+    return qs.annotate(has_task=has_task_flag(), **pause_annotations())

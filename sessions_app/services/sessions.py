@@ -16,7 +16,7 @@ from core.services.audit import audit_entry, audit_written, record_audit
 from core.storage import insert_in_one_statement
 from sessions_app.compaction import refuse_inside_compacted
 from sessions_app.models import Agent, Session, SessionStatus
-from sessions_app.queries import open_export
+from sessions_app.queries import export_header, open_export
 
 from ..domain_events import SessionOpened
 from ..errors import ExportBusy
@@ -145,7 +145,8 @@ EXPORT_RETRY_AFTER_SECONDS = 10
 
 def export_session(session: Session, *, actor: Actor) -> AsyncIterator[str]:
     """Take one of the project's export slots, record who exported the session, and return its
-    visible log up to the current head as JSON Lines chunks (queries.SessionExport).
+    visible log up to the current head as JSON Lines chunks (queries.SessionExport), after a
+    header line describing the session (queries.export_header).
 
     At most SWITCHBOARD_EXPORTS_PER_PROJECT exports of a project run at once, whichever
     server process serves them (the slots are PostgreSQL advisory locks): past that, ExportBusy
@@ -154,8 +155,10 @@ def export_session(session: Session, *, actor: Actor) -> AsyncIterator[str]:
     Called from a sync view; the export's connection belongs to the server's event loop.
     """
     slots = settings.SWITCHBOARD_EXPORTS_PER_PROJECT
+    agent_name = Agent.objects.filter(pk=session.agent_id).values_list("name", flat=True).get()
+    header = export_header(session, agent_name=agent_name)
     with connection.wrap_database_errors:  # psycopg's errors as Django's (an outage: 503)
-        export = async_to_sync(open_export)(session, slots=slots)
+        export = async_to_sync(open_export)(session, slots=slots, header=header)
     if export is None:
         error = ExportBusy(
             f"This project already runs {slots} exports, its limit; retry when one ends.",

@@ -14,6 +14,7 @@ from django.db import transaction
 from core.actors import Actor
 from core.domain_events import publish
 from core.services.audit import record_audit
+from sessions_app.domain_events import SessionOpened
 from sessions_app.models import Session
 
 from ..domain_events import TaskLinksChanged
@@ -157,3 +158,20 @@ def open_session_for_tasks(
         if task_ids:
             link_tasks_to_session(session, task_ids, actor=actor)
     return session, created
+
+
+def keep_parents_task_links(event: SessionOpened) -> None:
+    """A fork keeps its parent's task links: on a fork's SessionOpened (core.domain_events
+    react_to, in the fork's transaction), link the fork to every task its parent is linked to.
+    """
+    if event.parent_id is None:
+        return
+    task_ids = list(
+        TaskSession.objects.filter(session_id=event.parent_id)
+        .order_by("task_id")
+        .values_list("task_id", flat=True)
+    )
+    if not task_ids:
+        return
+    fork = Session.objects.get(pk=event.session_id)
+    link_tasks_to_session(fork, task_ids, actor=Actor.system())

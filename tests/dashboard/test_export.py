@@ -25,7 +25,8 @@ def test_it_streams_the_log_as_json_lines_to_viewers(team, session):
     assert response.streaming
     assert response["Content-Type"] == "application/x-ndjson"
     assert f"session-{session.pk}.jsonl" in response["Content-Disposition"]
-    lines = [json.loads(line) for line in read_stream(response).decode().splitlines()]
+    header, *lines = [json.loads(line) for line in read_stream(response).decode().splitlines()]
+    assert header["session"]["id"] == str(session.pk)
     assert [e["seq"] for e in lines] == [1, 2, 3, 4, 5, 6]
     assert lines[0]["content"] == {"text": "Where is my refund?"}
     assert AuditEntry.objects.get(action="session.export").user == team.viewer
@@ -34,7 +35,8 @@ def test_it_streams_the_log_as_json_lines_to_viewers(team, session):
 def test_it_exports_a_forks_history_through_its_lineage(team, session):
     fork = fork_session(session, at_seq=2, actor=Actor.system("t"))
     response = team.client("viewer").get(reverse("dashboard:session_export", args=[fork.pk]))
-    lines = [json.loads(line) for line in read_stream(response).decode().splitlines()]
+    header, *lines = [json.loads(line) for line in read_stream(response).decode().splitlines()]
+    assert (header["session"]["parent_id"], header["session"]["fork_seq"]) == (str(session.pk), 2)
     assert [(e["seq"], e["session_id"]) for e in lines] == [
         (1, str(session.pk)),
         (2, str(session.pk)),

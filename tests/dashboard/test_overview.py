@@ -1,5 +1,6 @@
 from datetime import timedelta
 
+import time_machine
 from django.urls import reverse
 from django.utils import timezone
 
@@ -93,3 +94,21 @@ def test_it_keeps_the_overview_cheap(team, session, django_assert_max_num_querie
     # navigation): nothing grows with the data.
     with django_assert_max_num_queries(10):
         assert client.get(url).status_code == 200
+
+
+def test_waiting_for_a_human_shows_each_pause_reason_and_how_long_it_has_waited(team, session):
+    asked = make_session(team.project, title="Asked")
+    silent = make_session(team.project, title="Silent")
+    now = timezone.now()
+    with time_machine.travel(now - timedelta(hours=3, minutes=5), tick=False):
+        pause_session(asked, actor=Actor.system("t"), reason="<b>needs</b> a refund approval")
+    with time_machine.travel(now - timedelta(minutes=7), tick=False):
+        pause_session(silent, actor=Actor.system("t"))
+    page = overview(team).content.decode()
+    waiting = page[page.index('<section id="waiting"') :]
+    waiting = waiting[: waiting.index("</section>")]
+    rows = waiting.split("<tr>")[2:]  # after the header row
+    assert "Asked" in rows[0] and "Silent" in rows[1]  # longest wait first
+    assert "&lt;b&gt;needs&lt;/b&gt; a refund approval" in rows[0]
+    assert "3\xa0hours, 5\xa0minutes" in rows[0]
+    assert "No reason given" in rows[1] and "7\xa0minutes" in rows[1]

@@ -180,7 +180,7 @@ def overview_of(project_attr: str) -> Callable[[World], str]:
 def exported(response, world: World, before: dict[str, Any]) -> None:
     assert response.status_code == 200, response.status_code
     assert response["Content-Type"] == "application/x-ndjson"
-    assert drain(response).count(b"\n") == world.session.head_seq
+    assert drain(response).count(b"\n") == 1 + world.session.head_seq  # the header, the events
     after = snapshot()
     assert after["audit"] == [*before["audit"], ("session.export", str(world.session.pk))]
     assert {**after, "audit": None} == {**before, "audit": None}  # only the audit entry

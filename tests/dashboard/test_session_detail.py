@@ -199,3 +199,45 @@ def test_it_keeps_the_session_page_to_a_few_queries(team, session, django_assert
     with django_assert_max_num_queries(15):
         response = client.get(url)
     assert len(response.context["log"].events) == 50
+
+
+def _order(page: str, *markers: str) -> list[int]:
+    return [page.index(marker) for marker in markers]
+
+
+def test_a_forks_log_marks_where_the_parents_events_end(team, session):
+    fork = fork_session(session, at_seq=3, actor=Actor.system("t"), title="Second try")
+    append(fork, message("own 4"), message("own 5"))
+    boundary = 'class="fork-boundary"'
+
+    page = detail(team, fork).content.decode()  # newest first
+    assert page.count(boundary) == 1
+    positions = _order(page, 'id="event-4"', boundary, 'id="event-3"')
+    assert positions == sorted(positions)
+    marker = page[page.index(boundary) : page.index('id="event-3"')]
+    assert "Fork point at seq" in marker and 'data-fork-seq="3"' in marker
+    assert reverse("dashboard:session_detail", args=[session.pk]) in marker
+    assert "this fork&#x27;s own" in marker or "this fork's own" in marker
+
+    page = detail(team, fork, order="asc").content.decode()  # oldest first
+    assert page.count(boundary) == 1
+    positions = _order(page, 'id="event-3"', boundary, 'id="event-4"')
+    assert positions == sorted(positions)
+
+    # A slice starting right after the fork point (its cursor is the parent's last row).
+    page = detail(team, fork, order="asc", after_seq=3, until=5).content.decode()
+    positions = _order(page, boundary, 'id="event-4"')
+    assert positions == sorted(positions) and page.count(boundary) == 1
+    # A slice of the fork's own events alone, and the parent's own log: no marker.
+    assert boundary not in detail(team, fork, order="asc", after_seq=4, until=5).content.decode()
+    assert boundary not in detail(team, session).content.decode()
+
+
+def test_a_fork_of_a_fork_marks_both_fork_points(team, session):
+    fork = fork_session(session, at_seq=2, actor=Actor.system("t"), title="Middle")
+    append(fork, message("middle 3"))
+    grandchild = fork_session(fork, at_seq=3, actor=Actor.system("t"))
+    append(grandchild, message("own 4"))
+    page = detail(team, grandchild).content.decode()
+    assert re.findall(r'data-fork-seq="(\d+)"', page) == ["3", "2"]
+    assert "Middle</a>&#x27;s" in page or "Middle</a>'s" in page

@@ -187,3 +187,15 @@ def test_it_keeps_the_list_cheap(team, django_assert_max_num_queries):
     with django_assert_max_num_queries(7):
         response = client.get(url, {"status": "open", "sort": "-updated"})
     assert len(response.context["sessions"]) == 30
+
+
+def test_a_paused_row_shows_its_pause_reason_and_how_long_it_has_waited(team, session):
+    paused = make_session(team.project, title="Paused one")
+    with time_machine.travel(timezone.now() - timedelta(minutes=42), tick=False):
+        pause_session(paused, actor=Actor.system("t"), reason="Over budget: ask finance")
+    page = get(team).content.decode()
+    row = page[page.index(f'id="session-row-{paused.pk}"') :]
+    row = row[: row.index("</tr>")]
+    assert "Over budget: ask finance · waiting 42\xa0minutes" in row
+    other = page[page.index(f'id="session-row-{session.pk}"') :]
+    assert "waiting" not in other[: other.index("</tr>")]  # only paused rows

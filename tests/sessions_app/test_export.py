@@ -1,6 +1,7 @@
 """GET /sessions/{id}/export: the whole visible log as JSON Lines, streamed."""
 
 import json
+from decimal import Decimal
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -27,10 +28,17 @@ def _read(response) -> bytes:
     return async_to_sync(collect)()
 
 
-def _lines(response) -> list[dict]:
+def _export(response) -> tuple[dict, list[dict]]:
+    """(the header line's session, the event lines)."""
     raw = _read(response).decode()
     assert raw.endswith("\n")
-    return [json.loads(line) for line in raw.splitlines()]
+    header, *events = [json.loads(line) for line in raw.splitlines()]
+    assert set(header) == {"session"}
+    return header["session"], events
+
+
+def _lines(response) -> list[dict]:
+    return _export(response)[1]
 
 
 def test_it_streams_every_event_once_in_order(api, project):
@@ -92,6 +100,44 @@ def test_it_exports_a_fork_with_its_parents_prefix(api, project):
     )
 
 
-def test_it_exports_an_empty_session_as_an_empty_stream(api, project):
+def test_it_exports_an_empty_session_as_its_header_alone(api, project):
     session = make_session(project)
-    assert _read(api.get(f"/sessions/{session.pk}/export")) == b""
+    header, events = _export(api.get(f"/sessions/{session.pk}/export"))
+    assert events == [] and header["id"] == str(session.pk) and header["head_seq"] == 0
+
+
+def test_the_first_line_describes_the_session_and_its_lineage(api, project):
+    parent = make_session(project, title="Refund ✓")
+    actor = Actor.system()
+    append_events(
+        parent,
+        [
+            EventDraft(kind="note", content={"p": i}, tokens=10, cost=Decimal("0.5"))
+            for i in range(1, 5)
+        ],
+        actor=actor,
+    )
+    parent.refresh_from_db()
+    fork = fork_session(parent, at_seq=3, actor=actor)
+    append_events(fork, [EventDraft(kind="note", content={}, tokens=7)], actor=actor)
+    fork.refresh_from_db()
+
+    header, events = _export(api.get(f"/sessions/{parent.pk}/export"))
+    assert header == {
+        "id": str(parent.pk),
+        "title": "Refund ✓",
+        "agent": parent.agent.name,
+        "parent_id": None,
+        "fork_seq": None,
+        "status": parent.status,
+        "head_seq": 4,
+        "usage": {"tokens": 40, "cost": str(parent.cost_used)},
+    }
+    assert [line["seq"] for line in events] == [1, 2, 3, 4]
+
+    header, events = _export(api.get(f"/sessions/{fork.pk}/export"))
+    assert header["id"] == str(fork.pk) and header["agent"] == fork.agent.name
+    assert (header["parent_id"], header["fork_seq"]) == (str(parent.pk), 3)
+    assert header["head_seq"] == 4 == fork.head_seq
+    assert header["usage"] == {"tokens": fork.tokens_used, "cost": str(fork.cost_used)}
+    assert [line["seq"] for line in events] == [1, 2, 3, 4]

@@ -106,8 +106,9 @@ def test_it_exports_byte_for_byte_what_the_orm_side_reader_gives(api, project):
     for session in (parent, fork):
         response = api.get(f"/sessions/{session.pk}/export")
         assert response.status_code == 200
-        body = read_all(response)
-        assert body == orm_side_export(session)
+        header, body = read_all(response).split(b"\n", 1)
+        assert json.loads(header)["session"]["id"] == str(session.pk)
+        assert body == orm_side_export(session)  # event lines byte-identical, after the header
         assert body.count(b"\n") == session.head_seq
         if session is parent:
             assert b'"created_at":"2025-01-01T00:00:01+00:00"' in body
@@ -135,7 +136,7 @@ def test_running_exports_hold_the_projects_slots_and_free_them_when_they_end(api
     # Another project's exports do not share the slots.
     assert other_api.get(f"/sessions/{other_session.pk}/export").status_code == 200
 
-    assert read_all(first) == orm_side_export(session)  # read to its end: its slot is free
+    assert read_all(first).split(b"\n", 1)[1] == orm_side_export(session)  # read to its end
     third = api.get(f"/sessions/{session.pk}/export")
     assert third.status_code == 200
     assert_export_busy(api.get(f"/sessions/{session.pk}/export"), limit=2)

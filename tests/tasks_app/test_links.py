@@ -120,3 +120,24 @@ def test_it_refuses_another_projects_task_when_a_session_opens(api, project, oth
     assert error["detail"] == {"task_ids": [str(foreign.pk)]}
     assert not Session.objects.filter(project=project).exists()
     assert linked(foreign) == set()
+
+
+def test_a_fork_keeps_its_parents_task_links(api, project):
+    parent = make_session(project)
+    first, second, unrelated = make_task(project), make_task(project), make_task(project)
+    for task in (first, second):
+        response = api.post(f"/tasks/{task.pk}/sessions", {"session_ids": [str(parent.pk)]})
+        assert response.status_code == 200
+    response = api.post(f"/sessions/{parent.pk}/fork", {"at_seq": 0})
+    assert response.status_code in (200, 201), response.content
+    fork_id = uuid.UUID(response.json()["id"])
+    for task in (first, second):
+        assert linked(task) == {parent.pk, fork_id}
+        assert TaskHistory.objects.filter(
+            task=task, kind=HistoryKind.LINK, data={"session_id": str(fork_id)}
+        ).exists()
+    assert linked(unrelated) == set()
+    # A fork of a session with no task gets none; a root session is linked to nothing.
+    lone = make_session(project)
+    response = api.post(f"/sessions/{lone.pk}/fork", {"at_seq": 0})
+    assert not TaskSession.objects.filter(session_id=response.json()["id"]).exists()
