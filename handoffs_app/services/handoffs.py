@@ -99,6 +99,27 @@ def _check_reason(reason: str) -> None:
 # --- Request -----------------------------------------------------------------------------
 
 
+def _resolve(locked: Handoff, status: str) -> None:
+    """End a locked handoff in `status`: resolved now, no lease left."""
+    locked.status = status
+    locked.resolved_at = timezone.now()
+    locked.lease_expires_at = None
+    locked.save(update_fields=["status", "resolved_at", "lease_expires_at", "updated_at"])
+
+
+def _move_session(
+    session: Session, to: str, handoff: Handoff, *, actor: Actor, why: str, reason: str = ""
+) -> None:
+    """Move the locked session, its lifecycle record naming the handoff that moved it."""
+    transition_locked(
+        session,
+        to,
+        actor=actor,
+        reason=f"{why}: {reason}" if reason else why,
+        detail={"handoff_id": str(handoff.pk)},
+    )
+
+
 def request_handoff_locked(
     session: Session,
     *,
@@ -140,12 +161,13 @@ def request_handoff_locked(
         requested_by=actor.label,
     )
     if session.status in (SessionStatus.OPEN, SessionStatus.RESUMED):
-        transition_locked(
+        _move_session(
             session,
             SessionStatus.PAUSED,
+            handoff,
             actor=actor,
-            reason=f"handoff requested: {reason}" if reason else "handoff requested",
-            detail={"handoff_id": str(handoff.pk)},
+            why="handoff requested",
+            reason=reason,
         )
     record_step(
         handoff,
@@ -596,17 +618,15 @@ def hand_back_locked(locked: Handoff, *, actor: Actor, reason: str = "") -> None
     session = lock_session(locked)
     if session.taken_over_by:
         set_taken_over(session, holder="", actor=actor)
-    locked.status = HandoffStatus.HANDED_BACK
-    locked.resolved_at = timezone.now()
-    locked.lease_expires_at = None
-    locked.save(update_fields=["status", "resolved_at", "lease_expires_at", "updated_at"])
+    _resolve(locked, HandoffStatus.HANDED_BACK)
     if session.status == SessionStatus.PAUSED:
-        transition_locked(
+        _move_session(
             session,
             SessionStatus.RESUMED,
+            locked,
             actor=actor,
-            reason=f"handoff handed back: {reason}" if reason else "handoff handed back",
-            detail={"handoff_id": str(locked.pk)},
+            why="handoff handed back",
+            reason=reason,
         )
     record_step(
         locked,
@@ -638,17 +658,15 @@ def close_handoff(handoff: Handoff, *, user: "User", reason: str = "") -> Handof
         session = lock_session(locked)
         if session.taken_over_by:
             set_taken_over(session, holder="", actor=actor)
-        locked.status = HandoffStatus.CLOSED
-        locked.resolved_at = timezone.now()
-        locked.lease_expires_at = None
-        locked.save(update_fields=["status", "resolved_at", "lease_expires_at", "updated_at"])
+        _resolve(locked, HandoffStatus.CLOSED)
         if session.can_transition(SessionStatus.CLOSED):
-            transition_locked(
+            _move_session(
                 session,
                 SessionStatus.CLOSED,
+                locked,
                 actor=actor,
-                reason=f"closed at handoff: {reason}" if reason else "closed at handoff",
-                detail={"handoff_id": str(locked.pk)},
+                why="closed at handoff",
+                reason=reason,
             )
         record_step(
             locked,
@@ -672,17 +690,10 @@ def cancel_handoff(handoff: Handoff, *, actor: Actor, reason: str = "") -> Hando
                 detail={"status": locked.status},
             )
         session = lock_session(locked)
-        locked.status = HandoffStatus.CANCELLED
-        locked.resolved_at = timezone.now()
-        locked.lease_expires_at = None
-        locked.save(update_fields=["status", "resolved_at", "lease_expires_at", "updated_at"])
+        _resolve(locked, HandoffStatus.CANCELLED)
         if session.status == SessionStatus.PAUSED:
-            transition_locked(
-                session,
-                SessionStatus.RESUMED,
-                actor=actor,
-                reason="handoff cancelled",
-                detail={"handoff_id": str(locked.pk)},
+            _move_session(
+                session, SessionStatus.RESUMED, locked, actor=actor, why="handoff cancelled"
             )
         record_step(
             locked,
