@@ -9,12 +9,23 @@ import json
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from decimal import Decimal
 from json.encoder import encode_basestring as _json_str  # json.dumps(str, ensure_ascii=False)
 from typing import Any
 from uuid import UUID
 
 import psycopg
-from django.db.models import Case, Count, OuterRef, Q, QuerySet, Subquery, TextField, When
+from django.db.models import (
+    Case,
+    Count,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    TextField,
+    When,
+)
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, TruncMinute
 
@@ -23,7 +34,7 @@ from core.errors import InvalidInput
 from core.models import AuditEntry, Project
 from core.storage import open_async_connection
 from sessions_app import storage
-from sessions_app.compaction import compacted_ranges, summaries
+from sessions_app.compaction import compacted_ranges, refuse_inside_compacted, summaries
 from sessions_app.models import DEFAULT_TIER, Event, EventKind, Session, SessionStatus, Tier
 
 
@@ -201,12 +212,91 @@ async def open_export(session: Session, *, slots: int, header: str) -> SessionEx
     return SessionExport(conn, session.lineage_segments(), upto=session.head_seq, header=header)
 
 
-def lifecycle_changes(session: Session, *, limit: int = 50) -> list[Event]:
-    """The session's own lifecycle events, newest first (index event_lifecycle_seq)."""
+def lifecycle_changes(
+    session: Session, *, limit: int = 50, upto_seq: int | None = None
+) -> list[Event]:
+    """The session's own lifecycle events (up to `upto_seq`), newest first (index
+    event_lifecycle_seq)."""
+    qs = Event.objects.filter(session_id=session.pk, kind=EventKind.LIFECYCLE)
+    if upto_seq is not None:
+        qs = qs.filter(seq__lte=upto_seq)
     return list(
-        Event.objects.filter(session_id=session.pk, kind=EventKind.LIFECYCLE)
-        .order_by("-seq")
-        .only("session_id", "seq", "content", "actor", "created_at")[:limit]
+        qs.order_by("-seq").only("session_id", "seq", "content", "actor", "created_at")[:limit]
+    )
+
+
+@dataclass(frozen=True)
+class SessionAt:
+    """What a session was at one seq of its history: when that was, its status, its usage and
+    its budget then."""
+
+    seq: int
+    head_seq: int  # the head when this was read
+    time: datetime  # when the event at `seq` was written (the session's opening for seq 0)
+    status: str
+    tokens_used: int
+    cost_used: Decimal
+    budget_max_tokens: int | None
+    budget_max_cost: Decimal | None
+
+
+def session_at(session: Session, seq: int) -> SessionAt:
+    """The session as it was at `seq` (0 ≤ seq ≤ head).
+
+    Raises InvalidInput outside that range and Compacted (410) strictly inside a compacted
+    range, where the transient events (and so the time and usage there) are gone.
+
+    Usage is the session's own counters minus its own events after `seq` (the events after a
+    seq that is not inside a compacted range are all still there; the ones before may not
+    be). A fork counts only its own events, as its counters do: zero inside the parent's
+    prefix. The budget is the one set then: the `before` of the first budget change after
+    that time (audit trail), else today's.
+    """
+    if seq < 0 or seq > session.head_seq:
+        raise InvalidInput(
+            f"Pick a seq from 0 to {session.head_seq} (the head).",
+            detail={"at_seq": seq, "head_seq": session.head_seq},
+        )
+    if seq and (session.compacted_through_seq or session.ancestry):
+        refuse_inside_compacted(session, seq, what="session")
+    time = session.created_at
+    if seq:
+        # The event at `seq`, or (its row compacted away at a range's end) the last one before.
+        page = slice_events(session, before_seq=seq + 1, limit=1, newest_first=True)
+        if page.rows:
+            time = page.rows[0]["created_at"]
+    last_move = lifecycle_changes(session, limit=1, upto_seq=seq)
+    status = str(last_move[0].content.get("to", "")) if last_move else SessionStatus.OPEN
+    later = Event.objects.filter(
+        session_id=session.pk, seq__gt=max(seq, session.own_start_seq)
+    ).aggregate(tokens=Sum("tokens"), cost=Sum("cost"))
+    tokens_used = session.tokens_used - (later["tokens"] or 0)
+    cost_used = Decimal(session.cost_used) - (later["cost"] or Decimal(0))
+    max_tokens, max_cost = session.budget_max_tokens, session.budget_max_cost
+    change = (
+        AuditEntry.objects.filter(
+            target_type="session",
+            target_id=str(session.pk),
+            action="session.budget",
+            created_at__gt=time,
+        )
+        .order_by("id")
+        .values_list("detail", flat=True)
+        .first()
+    )
+    if isinstance(change, dict) and isinstance(change.get("before"), dict):
+        before = change["before"]
+        max_tokens = before.get("max_tokens")
+        max_cost = None if before.get("max_cost") is None else Decimal(str(before["max_cost"]))
+    return SessionAt(
+        seq=seq,
+        head_seq=session.head_seq,
+        time=time,
+        status=status or SessionStatus.OPEN,
+        tokens_used=tokens_used,
+        cost_used=cost_used,
+        budget_max_tokens=max_tokens,
+        budget_max_cost=max_cost,
     )
 
 

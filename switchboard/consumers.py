@@ -44,14 +44,16 @@ from sessions_app.queries import (
 )
 from switchboard.context import (
     LogOptions,
+    Moment,
     event_view,
     facts_context,
     linked_tasks,
+    moment_at,
     overview_live_context,
     session_header_context,
     timeline,
 )
-from switchboard.forms import EventLogForm, SessionFilterForm
+from switchboard.forms import EventLogForm, MomentForm, SessionFilterForm
 from switchboard.queries import session_rows
 
 logger = logging.getLogger(__name__)
@@ -78,6 +80,10 @@ class SessionStream:
     oldest first; none after a jump into the past), the header (status, budget, head, lineage,
     actions for the role) on every change, the lifecycle timeline on a transition, the facts
     panel when facts were appended, a linked task's panel when the task changes.
+
+    A page pinned to a moment (time travel, `at=<seq>`) shows the past, which does not change:
+    it gets no rows, and its header keeps the moment's status, usage and budget while the
+    counts (the head) move on; the timeline, facts and tasks are not pushed at all.
     """
 
     user: Any
@@ -86,14 +92,19 @@ class SessionStream:
     rows: bool
     covered: int  # every event up to this seq has been shown (or filtered out)
     task_ids: set[str] = field(default_factory=set)
+    moment: Moment | None = None
 
     @classmethod
     def open(cls, user: Any, session_id: str, query: str) -> "SessionStream":
         session, _ = get_session_for_user(user, session_id)
         params = QueryDict(query)
         form = EventLogForm(session, params)
-        if not form.is_valid():
+        moment_form = MomentForm(session, params)
+        if not form.is_valid() or not moment_form.is_valid():
             raise DomainError("Invalid log settings.")
+        at = moment_form.cleaned_data.get("at")
+        # The past does not change: the moment is read once (Compacted closes the socket).
+        moment = moment_at(session, at) if at is not None else None
         try:
             after = int(params.get("after_seq", session.head_seq))
         except ValueError:
@@ -102,10 +113,11 @@ class SessionStream:
         return cls(
             user=user,
             session_id=str(session.pk),
-            options=LogOptions.from_cleaned(form.cleaned_data),
-            rows=params.get("rows", "1") == "1",
+            options=LogOptions.from_cleaned(form.cleaned_data, at=at),
+            rows=params.get("rows", "1") == "1" and moment is None,
             covered=min(max(after, 0), session.head_seq),
             task_ids={str(t.pk) for t in tasks},
+            moment=moment,
         )
 
     def _session(self) -> tuple[Session, Membership]:
@@ -148,6 +160,9 @@ class SessionStream:
                 )
             )
         parts.append(self._header(session, membership))
+        if self.moment is not None:
+            self.covered = head
+            return "".join(parts)
         if event_range_has_kind(
             session, after_seq=self.covered, upto_seq=head, kind=EventKind.HANDOFF
         ):
@@ -172,15 +187,12 @@ class SessionStream:
     def lifecycle_frame(self) -> str:
         """Header, actions (which depend on the status) and the timeline."""
         session, membership = self._session()
-        context = {
-            **session_header_context(session, membership),
-            "timeline": timeline(session),
-            "oob": True,
-        }
-        return "".join(
-            render_to_string(f"{SESSION_PAGE}#{name}", context)
-            for name in ("session-header", "session-actions", "timeline")
-        )
+        context = {**session_header_context(session, membership, self.moment), "oob": True}
+        names = ["session-header", "session-actions"]
+        if self.moment is None:
+            context["timeline"] = timeline(session)
+            names.append("timeline")
+        return "".join(render_to_string(f"{SESSION_PAGE}#{name}", context) for name in names)
 
     def task_frame(self, task_id: str, unlinked: bool) -> str:
         session, _ = self._session()
@@ -191,6 +203,8 @@ class SessionStream:
                 if _is_uuid(task_id)
                 else ""
             )
+        if self.moment is not None:
+            return ""  # the pane shows the task as it was then
         task = next((t for t in linked_tasks(session) if str(t.pk) == task_id), None)
         if task is None:
             return ""
@@ -199,7 +213,7 @@ class SessionStream:
         )
 
     def _header(self, session: Session, membership: Membership) -> str:
-        context = session_header_context(session, membership)
+        context = session_header_context(session, membership, self.moment)
         return render_to_string(f"{SESSION_PAGE}#session-header", {**context, "oob": True})
 
 

@@ -25,15 +25,17 @@ from handoffs_app.queries import queue_counts
 from retention_app.services.holds import session_hold
 from sessions_app.models import EventKind, Session, SessionStatus, Tier
 from sessions_app.queries import (
+    SessionAt,
     events_per_minute,
     lifecycle_changes,
     recent_session_changes,
+    session_at,
     slice_events,
     status_counts,
     waiting_sessions,
 )
 from sessions_app.services.state import FoldedState, state_at
-from tasks_app.queries import tasks_for_session
+from tasks_app.queries import TaskAsOf, tasks_as_of, tasks_for_session
 
 logger = logging.getLogger(__name__)
 
@@ -140,10 +142,19 @@ class BudgetBar:
 
 
 def budget_bars(session: Session) -> list[BudgetBar]:
+    return usage_bars(
+        session.tokens_used, session.cost_used, session.budget_max_tokens, session.budget_max_cost
+    )
+
+
+def usage_bars(
+    tokens_used: int, cost_used: Any, max_tokens: int | None, max_cost: Any
+) -> list[BudgetBar]:
+    """One bar per budget limit set: how much of it `tokens_used` / `cost_used` spend."""
     bars = []
     for label, used, limit in (
-        ("Tokens", session.tokens_used, session.budget_max_tokens),
-        ("Cost", session.cost_used, session.budget_max_cost),
+        ("Tokens", tokens_used, max_tokens),
+        ("Cost", cost_used, max_cost),
     ):
         if limit is None:
             continue
@@ -156,8 +167,49 @@ def budget_bars(session: Session) -> list[BudgetBar]:
 MAX_FORKS_SHOWN = 20
 
 
-def session_header_context(session: Session, membership: Membership) -> dict[str, Any]:
-    """The header partial: status, agent, budget, lineage and the actions of this role."""
+@dataclass
+class Moment:
+    """The seq the session page is pinned to (time travel, `?at=`), and the session as it was
+    there: the header's status, usage and budget then (sessions_app.queries.session_at)."""
+
+    then: SessionAt
+    budget: list[BudgetBar]
+
+    @property
+    def seq(self) -> int:
+        return self.then.seq
+
+    @property
+    def time(self) -> datetime:
+        return self.then.time
+
+    @property
+    def status_label(self) -> str:
+        try:
+            return str(SessionStatus(self.then.status).label)
+        except ValueError:
+            return self.then.status
+
+
+def moment_at(session: Session, seq: int) -> Moment:
+    """The session page's moment at `seq`. Raises InvalidInput outside 0…head and Compacted
+    strictly inside a compacted range (sessions_app.queries.session_at)."""
+    then = session_at(session, seq)
+    return Moment(
+        then=then,
+        budget=usage_bars(
+            then.tokens_used, then.cost_used, then.budget_max_tokens, then.budget_max_cost
+        ),
+    )
+
+
+def session_header_context(
+    session: Session, membership: Membership, moment: Moment | None = None
+) -> dict[str, Any]:
+    """The header partial: status, agent, budget, lineage and the actions of this role.
+
+    With a `moment` the status, usage and budget are those at its seq (the actions stay the
+    live session's: they act on it now)."""
     forks = list(
         session.forks.order_by("created_at", "id").only(
             "id", "title", "status", "fork_seq", "created_at", "parent_id"
@@ -165,7 +217,8 @@ def session_header_context(session: Session, membership: Membership) -> dict[str
     )
     return {
         "session": session,
-        "budget": budget_bars(session),
+        "budget": moment.budget if moment else budget_bars(session),
+        "moment": moment,
         "forks": forks[:MAX_FORKS_SHOWN],
         "more_forks": len(forks) > MAX_FORKS_SHOWN,
         "can_pause": session.can_transition(SessionStatus.PAUSED),
@@ -189,9 +242,9 @@ class TimelineItem:
     handoff_id: str = ""
 
 
-def timeline(session: Session) -> list[TimelineItem]:
+def timeline(session: Session, *, upto_seq: int | None = None) -> list[TimelineItem]:
     """The session's own lifecycle changes and handoff steps, oldest first (the last 50 of
-    each, merged by seq)."""
+    each, merged by seq); with `upto_seq`, those up to that seq (time travel)."""
     items = [
         TimelineItem(
             seq=event.seq,
@@ -201,7 +254,7 @@ def timeline(session: Session) -> list[TimelineItem]:
             actor=str(event.content.get("actor", "") or event.actor),
             created_at=event.created_at,
         )
-        for event in lifecycle_changes(session)
+        for event in lifecycle_changes(session, upto_seq=upto_seq)
     ]
     items += [
         TimelineItem(
@@ -214,7 +267,7 @@ def timeline(session: Session) -> list[TimelineItem]:
             handoff_text=record.text,
             handoff_id=record.handoff_id,
         )
-        for record in handoff_records(session)
+        for record in handoff_records(session, upto_seq=upto_seq)
     ]
     items.sort(key=lambda item: item.seq)
     return items
@@ -286,11 +339,21 @@ class HandoffRecord:
 
 
 def handoff_records(
-    session: Session, *, handoff_id: str | None = None, limit: int = 50
+    session: Session,
+    *,
+    handoff_id: str | None = None,
+    limit: int = 50,
+    upto_seq: int | None = None,
 ) -> list[HandoffRecord]:
-    """The session's `handoff` log records, oldest first (the last `limit`), read through the
-    partial index on durable events."""
-    page = slice_events(session, kinds=[EventKind.HANDOFF], limit=limit, newest_first=True)
+    """The session's `handoff` log records (up to `upto_seq`), oldest first (the last
+    `limit`), read through the partial index on durable events."""
+    page = slice_events(
+        session,
+        kinds=[EventKind.HANDOFF],
+        limit=limit,
+        newest_first=True,
+        before_seq=None if upto_seq is None else upto_seq + 1,
+    )
     records = []
     for row in reversed(page.rows):
         content = json.loads(row["content_json"]) if row.get("content_json") else {}
@@ -351,6 +414,9 @@ class EventView:
     is_durable: bool
     # A fork point shown just above this row (event_log): the lineage changes hands here.
     boundary: "ForkBoundary | None" = None
+    # Time travel (event_log with `at`): the row came after the moment shown (greyed), or is it.
+    later: bool = False
+    is_moment: bool = False
 
 
 @dataclass
@@ -447,10 +513,12 @@ class LogOptions:
     after_seq: int | None = None  # cursor (oldest first)
     before_seq: int | None = None  # cursor (newest first)
     until: int | None = None  # oldest first: the head when the page was rendered
+    at: int | None = None  # time travel: the seq shown as "now"; later rows are greyed
 
     @classmethod
-    def from_cleaned(cls, data: dict[str, Any]) -> "LogOptions":
+    def from_cleaned(cls, data: dict[str, Any], *, at: int | None = None) -> "LogOptions":
         return cls(
+            at=at,
             order=data.get("order") or "desc",
             kinds=list(data.get("kind") or []),
             tier=data.get("tier") or "",
@@ -462,6 +530,8 @@ class LogOptions:
 
     def filter_params(self) -> dict[str, Any]:
         params: dict[str, Any] = {"order": self.order}
+        if self.at is not None:
+            params["at"] = self.at
         if self.kinds:
             params["kind"] = self.kinds
         if self.tier:
@@ -482,12 +552,20 @@ class EventLog:
     filter_query: str
 
 
+# Time travel: how many rows after (newest first) or before (oldest first) the moment the
+# log shows around it, so the reader sees where the moment sits.
+MOMENT_CONTEXT_ROWS = 10
+
+
 def event_log(session: Session, options: LogOptions) -> EventLog:
     """One positional slice of the log, in the requested order, plus the links around it.
 
     Bounded at the head read with the session, so a row appended meanwhile arrives once, by
-    the websocket (which resumes after `head`), never twice.
+    the websocket (which resumes after `head`), never twice. With `options.at` (time travel)
+    the slice starts a few rows around that seq, rows after it are marked `later`, and nothing
+    arrives live (the page shows a past moment).
     """
+    at = options.at
     head = session.head_seq
     kinds = options.kinds or None
     tier = options.tier or None
@@ -495,8 +573,10 @@ def event_log(session: Session, options: LogOptions) -> EventLog:
     if options.order == "asc":
         until = min(options.until if options.until is not None else head, head)
         after = options.after_seq
-        if after is None:
-            after = options.seq - 1 if options.seq else 0
+        if after is None and options.seq:
+            after = options.seq - 1
+        elif after is None:
+            after = 0 if at is None else max(at - MOMENT_CONTEXT_ROWS, 0)
         page = slice_events(
             session,
             after_seq=after,
@@ -508,11 +588,12 @@ def event_log(session: Session, options: LogOptions) -> EventLog:
         last = page.rows[-1]["seq"] if page.rows else after
         more = {**options.filter_params(), "after_seq": last, "until": until}
         # Oldest first, the live edge is the end: new rows go after the frozen `until`.
-        live = True
+        live = at is None
     else:
         before = options.before_seq
+        top = head if at is None else min(head, at + MOMENT_CONTEXT_ROWS)
         if before is None:
-            before = options.seq + 1 if options.seq else head + 1
+            before = options.seq + 1 if options.seq else top + 1
         before = min(before, head + 1)
         page = slice_events(
             session,
@@ -525,14 +606,19 @@ def event_log(session: Session, options: LogOptions) -> EventLog:
         last = page.rows[-1]["seq"] if page.rows else before
         more = {**options.filter_params(), "before_seq": last}
         # Newest first, rows arrive on top only when the top is the head.
-        live = options.seq is None and options.before_seq is None
-        if options.seq is not None and options.seq < head:
+        live = options.seq is None and options.before_seq is None and at is None
+        shown_top = options.seq if options.seq is not None else top
+        if shown_top < head and options.before_seq is None:
             newer_query = urlencode(
-                {**options.filter_params(), "seq": min(head, options.seq + EVENTS_PER_PAGE)},
+                {**options.filter_params(), "seq": min(head, shown_top + EVENTS_PER_PAGE)},
                 doseq=True,
             )
     ws_params = {**options.filter_params(), "after_seq": head, "rows": int(live)}
     events = [event_view(row) for row in page.rows]
+    if at is not None:
+        for event in events:
+            event.later = event.seq > at
+            event.is_moment = event.seq == at
     # The row shown just before this slice's first: the cursor's (or past the head: this one).
     shown_before = after if options.order == "asc" else before
     mark_fork_boundaries(session, events, shown_before=shown_before)
@@ -616,10 +702,17 @@ def fact_views(folded: FoldedState) -> list[FactView]:
     return views
 
 
-def facts_context(session: Session, folded: FoldedState | None = None) -> dict[str, Any]:
-    """The facts panel: the latest value per key at the head."""
-    folded = folded or state_at(session)
-    return {"session": session, "facts": fact_views(folded), "facts_seq": folded.seq}
+def facts_context(
+    session: Session, folded: FoldedState | None = None, moment: Moment | None = None
+) -> dict[str, Any]:
+    """The facts panel: the latest value per key at the head, or at the `moment` shown."""
+    folded = folded or state_at(session, moment.seq if moment else None)
+    return {
+        "session": session,
+        "facts": fact_views(folded),
+        "facts_seq": folded.seq,
+        "moment": moment,
+    }
 
 
 def inspector_context(
@@ -644,6 +737,44 @@ def inspector_context(
 def linked_tasks(session: Session) -> list[Any]:
     """The tasks linked to the session, with their steps, for the session page's task pane."""
     return list(tasks_for_session(session))
+
+
+@dataclass
+class TaskSlot:
+    """One task of the session page's tasks pane: the live task, or (time travel) the task as
+    it was at the moment's time (`as_of`; `as_of.existed` False: created after it)."""
+
+    task: Any
+    as_of: TaskAsOf | None = None
+
+
+def task_slots(tasks: list[Any], moment: Moment | None) -> list[TaskSlot]:
+    """The tasks pane's slots; at a moment, each task as it was when the event at that seq was
+    written (task history carries times: the two logs meet by time)."""
+    if moment is None:
+        return [TaskSlot(task) for task in tasks]
+    return [TaskSlot(past.task, past) for past in tasks_as_of(tasks, moment.time)]
+
+
+def session_page_context(
+    session: Session, membership: Membership, moment: Moment | None
+) -> dict[str, Any]:
+    """Everything of the session page that has a past, live or at `moment`: the header, the
+    timeline, the facts, the working state and the linked tasks (the log is event_log's)."""
+    at = moment.seq if moment else None
+    folded = state_at(session, at)  # shared by the facts panel and the inspector
+    tasks = linked_tasks(session)
+    context = session_header_context(session, membership, moment)
+    context.update(facts_context(session, folded, moment))
+    context.update(inspector_context(session, at, folded))
+    context.update(
+        {
+            "timeline": timeline(session, upto_seq=at),
+            "tasks": tasks,
+            "task_slots": task_slots(tasks, moment),
+        }
+    )
+    return context
 
 
 # --- Sessions list --------------------------------------------------------------------------

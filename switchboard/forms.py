@@ -155,7 +155,7 @@ class SessionFilterForm(forms.Form):
 
 
 class EventLogForm(forms.Form):
-    """How the session page slices the event log (and, with at_seq, where the inspector is)."""
+    """How the session page slices the event log (the moment shown is MomentForm's)."""
 
     order = forms.ChoiceField(
         label="Order",
@@ -175,7 +175,6 @@ class EventLogForm(forms.Form):
     after_seq = forms.IntegerField(required=False, min_value=0)
     before_seq = forms.IntegerField(required=False, min_value=1)
     until = forms.IntegerField(required=False, min_value=0)
-    at_seq = forms.IntegerField(label="Inspect at seq", required=False, min_value=0)
 
     def __init__(self, session: Session, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -192,22 +191,54 @@ class EventLogForm(forms.Form):
             )
         return seq
 
-    def clean_at_seq(self) -> int | None:
-        at_seq = self.cleaned_data.get("at_seq")
-        if at_seq is not None and at_seq > self.session.head_seq:
-            raise forms.ValidationError(f"Pick a seq from 0 to {self.session.head_seq} (the head).")
-        return at_seq
+
+
+def _seq_in_range(session: Session, seq: int | None) -> int | None:
+    if seq is not None and seq > session.head_seq:
+        raise forms.ValidationError(
+            f"This session has {session.head_seq} events: pick a seq from 0 to "
+            f"{session.head_seq} (the head)."
+        )
+    return seq
+
+
+SEQ_ERRORS = {
+    "invalid": "Enter a seq as a whole number, such as 12.",
+    "min_value": "A seq is 0 or more.",
+}
+
+
+class MomentForm(forms.Form):
+    """The session page's moment (time travel): `?at=<seq>` pins the whole page to that seq.
+
+    Absent: the page is live. `at_seq` (the inspector's older parameter) is read the same.
+    """
+
+    at = forms.IntegerField(
+        label="Time travel to seq", required=False, min_value=0, error_messages=SEQ_ERRORS
+    )
+
+    def __init__(self, session: Session, data: Any, *args: Any, **kwargs: Any) -> None:
+        if data is not None and "at" not in data and "at_seq" in data:
+            data = {"at": data.get("at_seq")}
+        super().__init__(data, *args, **kwargs)
+        self.session = session
+
+    def clean_at(self) -> int | None:
+        return _seq_in_range(self.session, self.cleaned_data.get("at"))
 
 
 class InspectorForm(forms.Form):
-    at_seq = forms.IntegerField(label="Inspect at seq", required=False, min_value=0)
+    at_seq = forms.IntegerField(
+        label="Inspect at seq", required=False, min_value=0, error_messages=SEQ_ERRORS
+    )
 
     def __init__(self, session: Session, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.session = session
 
     def clean_at_seq(self) -> int | None:
-        return EventLogForm.clean_at_seq(self)  # type: ignore[arg-type]
+        return _seq_in_range(self.session, self.cleaned_data.get("at_seq"))
 
 
 class ReasonForm(forms.Form):

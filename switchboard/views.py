@@ -36,24 +36,32 @@ from core.pages import (
 )
 from core.ratelimit import forget_signin_failures, record_signin_failure, signin_lockout
 from sessions_app.access import get_session_for_user
+from sessions_app.errors import Compacted
 from sessions_app.http import jsonl_export_response
 from sessions_app.models import Session
 from sessions_app.queries import page_sessions
 from sessions_app.services.lifecycle import close_session, pause_session, resume_session
 from sessions_app.services.sessions import fork_session
-from sessions_app.services.state import state_at
 from switchboard.context import (
     LogOptions,
+    Moment,
     event_log,
     events_chart,
-    facts_context,
     inspector_context,
-    linked_tasks,
+    moment_at,
     overview_live_context,
     session_header_context,
+    session_page_context,
     timeline,
 )
-from switchboard.forms import EventLogForm, ForkForm, InspectorForm, ReasonForm, SessionFilterForm
+from switchboard.forms import (
+    EventLogForm,
+    ForkForm,
+    InspectorForm,
+    MomentForm,
+    ReasonForm,
+    SessionFilterForm,
+)
 from switchboard.queries import session_rows
 
 SESSIONS_PER_PAGE = 50
@@ -151,32 +159,67 @@ def session_list(request: HttpRequest, project_id: int) -> HttpResponse:
 @login_required
 @vary_on_headers("HX-Request")
 def session_detail(request: HttpRequest, session_id: str) -> HttpResponse:
+    """The session page, live or pinned to a moment (`?at=<seq>`: time travel).
+
+    htmx requests get a part of it: the log (`#event-log`, its filters), or a moment
+    (`#moment`: the moment's line plus every part with a past, swapped out of band).
+    """
     session, membership = get_session_for_user(request.user, session_id)
+    partial = htmx_partial_for(request, "event-log", "moment")
+    moment, moment_problem, status = _moment(session, request)
+    if partial == "moment" and status != 200:
+        # Nothing else moves: the page stays at the moment it showed.
+        context = {"session": session, "moment_problem": moment_problem}
+        return render(request, "switchboard/session_detail.html#moment", context, status=status)
     form = EventLogForm(session, request.GET)
-    partial = htmx_partial_for(request, "event-log")
     valid = form.is_valid()
-    options = LogOptions.from_cleaned(form.cleaned_data if valid else {})
+    at = moment.seq if moment else None
+    options = LogOptions.from_cleaned(form.cleaned_data if valid else {}, at=at)
     context = {
         "session": session,
         "log_form": form,
         "log": event_log(session, options) if valid else None,
         "log_errors": [] if valid else form_errors(form),
+        "moment": moment,
     }
-    status = 200 if valid else 400
-    if partial:
+    if not valid:
+        status = 400
+    if partial == "event-log":
         return render(request, "switchboard/session_detail.html#event-log", context, status=status)
-    at_seq = form.cleaned_data.get("at_seq") if valid else None
-    head_state = state_at(session)
     context.update(base_context(request, membership, "sessions"))
-    context.update(session_header_context(session, membership))
-    context.update(facts_context(session, head_state))
-    context.update(
-        inspector_context(
-            session, at_seq, head_state if at_seq in (None, session.head_seq) else None
+    context.update(session_page_context(session, membership, moment))
+    context["moment_problem"] = moment_problem
+    template = "switchboard/session_detail.html" + ("#moment-swap" if partial else "")
+    return render(request, template, context, status=status)
+
+
+def _moment(session: Session, request: HttpRequest) -> tuple[Moment | None, dict[str, Any], int]:
+    """The moment `?at=` asks for: (moment, problem, status). A seq that cannot be shown gives
+    no moment (the page is live) and a problem to say why: 400 for a bad value, 200 inside a
+    compacted range (a real seq whose past retention removed; the message says which seqs
+    around it can be shown)."""
+    form = MomentForm(session, request.GET)
+    if not form.is_valid():
+        raw = request.GET.get("at", request.GET.get("at_seq", ""))
+        return None, {"seq": str(raw)[:40], "message": " ".join(form_errors(form))}, 400
+    at = form.cleaned_data.get("at")
+    if at is None:
+        return None, {}, 200
+    try:
+        return moment_at(session, at), {}, 200
+    except Compacted as compacted:
+        detail = compacted.detail or {}
+        return (
+            None,
+            {
+                "seq": str(at),
+                "message": compacted.message,
+                "compacted": True,
+                "after_seq": detail.get("after_seq"),
+                "through_seq": detail.get("through_seq"),
+            },
+            200,
         )
-    )
-    context.update({"timeline": timeline(session), "tasks": linked_tasks(session)})
-    return render(request, "switchboard/session_detail.html", context, status=status)
 
 
 @require_GET
@@ -219,7 +262,7 @@ def session_inspector(request: HttpRequest, session_id: str) -> HttpResponse:
     if not request.htmx:  # type: ignore[attr-defined]
         return redirect(
             f"{reverse('dashboard:session_detail', args=[session.pk])}?"
-            f"{urlencode({'at_seq': request.GET.get('at_seq', '')})}"
+            f"{urlencode({'at': request.GET.get('at_seq', '')})}"
         )
     if not form.is_valid():
         return render(
@@ -251,11 +294,25 @@ def _lifecycle_action(
     actor = Actor.for_user(request.user)  # type: ignore[arg-type]
     operation(session, actor=actor, reason=form.cleaned_data["reason"])
     if request.htmx:  # type: ignore[attr-defined]
-        context = session_header_context(session, membership)
-        context.update({"action_message": done, "timeline": timeline(session)})
+        # A page pinned to a moment (it sends its `at`) keeps showing that moment: the action
+        # changes the live session, which the header's "now" and the actions show.
+        moment = _moment_of_form(session, request.POST)
+        context = session_header_context(session, membership, moment)
+        at = moment.seq if moment else None
+        context.update({"action_message": done, "timeline": timeline(session, upto_seq=at)})
         return render(request, "switchboard/session_detail.html#action-result", context)
     messages.success(request, done)
     return redirect("dashboard:session_detail", session.pk)
+
+
+def _moment_of_form(session: Session, data: Any) -> Moment | None:
+    form = MomentForm(session, data)
+    if not form.is_valid() or form.cleaned_data.get("at") is None:
+        return None
+    try:
+        return moment_at(session, form.cleaned_data["at"])
+    except Compacted:
+        return None
 
 
 def _bad_form(request: HttpRequest, session: Session, form: object) -> HttpResponse:

@@ -1,6 +1,8 @@
 """Reads shared by the API, the dashboard and the jobs."""
 
+import copy
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -11,7 +13,7 @@ from core.models import Project
 from sessions_app.models import Session
 
 from .errors import InvalidInput
-from .models import Step, Task, TaskHistory, TaskSession, WorkflowDefinition
+from .models import HistoryKind, Step, StepStatus, Task, TaskHistory, TaskSession, WorkflowDefinition
 from .workflows import BUILTIN_WORKFLOWS, spec_from_stored
 
 
@@ -184,3 +186,128 @@ def linked_tasks_summary(session: Session) -> list[dict[str, Any]]:
         }
         for task in tasks_for_session(session, with_steps=False)
     ]
+
+
+@dataclass
+class TaskAsOf:
+    """A task as it was at `when`, rebuilt from its history (which carries times).
+
+    `task` is an unsaved copy of the task holding its state, version and finish time then, with
+    its steps then as `task.steps.all()` (the panel template renders it as it renders a live
+    task); `existed` is False when the task was created after `when` (then `task` is the live
+    one, untouched).
+    """
+
+    task: Task
+    when: datetime
+    existed: bool
+
+
+def tasks_as_of(tasks: list[Task], when: datetime) -> list[TaskAsOf]:
+    """Each of `tasks` (loaded with their workflow and steps) as it was at `when`.
+
+    One query: every history row of these tasks up to `when`, replayed in order over steps
+    reset to how creation made them. Step rows that do not say a field (a reopening, a skip)
+    follow the services that wrote them (tasks_app/services: step_changes, transitions).
+    """
+    if not tasks:
+        return []
+    rows: dict[Any, list[TaskHistory]] = {task.pk: [] for task in tasks}
+    for row in TaskHistory.objects.filter(
+        task__in=[task.pk for task in tasks], created_at__lte=when
+    ).order_by("task_id", "id"):
+        rows[row.task_id].append(row)
+    return [_replay(task, rows[task.pk], when) for task in tasks]
+
+
+def _replay(task: Task, history: list[TaskHistory], when: datetime) -> TaskAsOf:
+    if not any(row.kind == HistoryKind.CREATED for row in history):
+        return TaskAsOf(task=task, when=when, existed=False)
+    past = copy.copy(task)
+    spec = task.spec
+    live_steps = list(task.steps.all())
+    agents = {step.key: step.agent for step in live_steps}
+    steps = {step.key: _fresh_step(step, task) for step in live_steps}
+    for row in history:
+        past.version = row.task_version or past.version
+        past.updated_at = row.created_at
+        if row.kind in (HistoryKind.CREATED, HistoryKind.TRANSITION) and row.to_state:
+            past.state = row.to_state
+            past.finished_at = row.created_at if spec.is_terminal(row.to_state) else None
+        elif row.kind == HistoryKind.STEP and row.step_key in steps:
+            _apply_step_row(steps[row.step_key], row, agents[row.step_key])
+    # What `task.steps.all()` answers once prefetched: the panel template reads the steps so.
+    past._prefetched_objects_cache = {"steps": list(steps.values())}
+    return TaskAsOf(task=past, when=when, existed=True)
+
+
+def _reset_step(step: Step) -> None:
+    """The fields a step starts a round with (task creation, a transition reopening it)."""
+    step.status = StepStatus.PENDING
+    step.attempts = 0
+    step.last_error = None
+    step.outputs = {}
+    step.branch = ""
+    step.waiting_on = ""
+    step.wait_deadline = None
+    step.signal_payload = None
+    step.started_at = None
+    step.finished_at = None
+
+
+def _fresh_step(step: Step, task: Task) -> Step:
+    """An unsaved copy of `step` as task creation made it (pending, round 1, no attempt)."""
+    fresh = copy.copy(step)
+    _reset_step(fresh)
+    fresh.round = 1
+    fresh.inputs = {}
+    fresh.agent = None
+    fresh.actor = ""
+    fresh.updated_at = task.created_at
+    return fresh
+
+
+def _apply_step_row(step: Step, row: TaskHistory, agent: Any) -> None:
+    """One `step` history row applied to `step` (`agent`: the step's agent today, named
+    again when the row names the same one; the row keeps only the name)."""
+    data = row.data if isinstance(row.data, dict) else {}
+    step.updated_at = row.created_at
+    if "step_status" in data:  # an update reported for the step (not a reopening or a skip)
+        step.actor = row.actor
+    if row.round and row.round > step.round:
+        # A transition reopened the step: a new round starts clean (services/transitions.py).
+        _reset_step(step)
+        step.round = row.round
+        return
+    if data.get("agent"):
+        step.agent = agent if agent is not None and agent.name == data["agent"] else None
+    if row.attempt and row.attempt > step.attempts:
+        step.attempts = row.attempt
+        step.started_at = row.created_at
+        step.finished_at = None
+    if isinstance(data.get("inputs"), dict):
+        step.inputs = data["inputs"]
+    requested = row.to_state
+    step.status = str(data.get("step_status") or requested)
+    if requested == StepStatus.WAITING:
+        waiting = data["waiting_on"] if isinstance(data.get("waiting_on"), dict) else {}
+        step.waiting_on = str(waiting.get("signal") or "")
+        deadline = waiting.get("deadline")
+        step.wait_deadline = datetime.fromisoformat(deadline) if deadline else None
+    else:
+        step.waiting_on = ""
+        step.wait_deadline = None
+    if "signal_payload" in data:
+        step.signal_payload = data["signal_payload"]
+    if requested == StepStatus.SUCCEEDED:
+        step.finished_at = row.created_at
+        if isinstance(data.get("outputs"), dict):
+            step.outputs = data["outputs"]
+        if "branch" in data:
+            step.branch = str(data["branch"])
+    elif requested == StepStatus.FAILED:
+        step.last_error = row.error
+        if step.status == StepStatus.FAILED:
+            step.finished_at = row.created_at
+    elif requested == StepStatus.SKIPPED:
+        step.finished_at = row.created_at

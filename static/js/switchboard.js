@@ -50,6 +50,33 @@
     document.addEventListener(name, followHead);
   });
 
+  // Time travel (session page): after a moment is shown (#moment swapped), the slider and the
+  // seq input show its seq, or the head once back to live; the log scrolls to the moment's row
+  // (marked data-scroll-moment: once, on the first render and after each move).
+  function showMoment() {
+    var moment = document.getElementById("moment");
+    if (moment) {
+      var at = moment.getAttribute("data-at");
+      var header = document.querySelector("[data-head-seq]");
+      var seq = at !== "" && at !== null ? at : (header ? header.getAttribute("data-head-seq") : null);
+      if (seq !== null) {
+        ["at-seq-range", "at-seq-number"].forEach(function (id) {
+          var el = document.getElementById(id);
+          if (el && el !== document.activeElement) el.value = seq;
+        });
+      }
+    }
+    var row = document.querySelector("[data-scroll-moment]");
+    if (row) {
+      row.removeAttribute("data-scroll-moment");
+      row.scrollIntoView({ block: "center" });
+    }
+  }
+  document.addEventListener("DOMContentLoaded", showMoment);
+  document.addEventListener("htmx:afterSettle", function (e) {
+    if (e.target && (e.target.id === "moment" || e.target.id === "event-log")) showMoment();
+  });
+
   // Live rows are inserted, never replaced: a reconnecting socket catches up from the page's
   // first head, so drop any row the page already shows. Only for insertions (afterbegin,
   // beforeend: htmx hands over the element); a panel replaced whole (hx-swap-oob="true":

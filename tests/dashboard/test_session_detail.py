@@ -118,7 +118,6 @@ def test_it_refuses_bad_log_settings_with_400(team, session):
         {"seq": "abc"},
         {"kind": "gossip"},
         {"order": "sideways"},
-        {"at_seq": 99},
         {"tier": "forever"},
     ]:
         response = detail(team, session, **params)
