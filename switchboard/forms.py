@@ -192,7 +192,6 @@ class EventLogForm(forms.Form):
         return seq
 
 
-
 def _seq_in_range(session: Session, seq: int | None) -> int | None:
     if seq is not None and seq > session.head_seq:
         raise forms.ValidationError(

@@ -13,7 +13,15 @@ from core.models import Project
 from sessions_app.models import Session
 
 from .errors import InvalidInput
-from .models import HistoryKind, Step, StepStatus, Task, TaskHistory, TaskSession, WorkflowDefinition
+from .models import (
+    HistoryKind,
+    Step,
+    StepStatus,
+    Task,
+    TaskHistory,
+    TaskSession,
+    WorkflowDefinition,
+)
 from .workflows import BUILTIN_WORKFLOWS, spec_from_stored
 
 

@@ -8,10 +8,21 @@ from playwright.sync_api import expect
 
 from core.actors import Actor
 from sessions_app.models import Session
+from sessions_app.services.events import EventDraft
+from sessions_app.services.lifecycle import pause_session
+from tasks_app.services.steps import update_step
 from tasks_app.services.transitions import transition_task
 from tests.browser.conftest import sign_in
-from tests.dashboard.conftest import Team, append, fact, message, session, team  # noqa: F401
-from tests.factories import make_task
+from tests.dashboard.conftest import (  # noqa: F401
+    Team,
+    append,
+    fact,
+    message,
+    session,
+    state,
+    team,
+)
+from tests.factories import make_session, make_task
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -86,9 +97,9 @@ def test_it_time_travels_to_an_earlier_seq(team: Team, session, live_url, page):
     travel.get_by_role("button", name="Show").click()
     expect(inspector).to_contain_text("As of seq 0")
     expect(inspector).to_contain_text("No working state at this seq.")
-    # The head's facts panel and the log did not move.
-    expect(page.locator("#facts-panel")).to_contain_text("at seq 6")
-    expect(page.locator("#event-log article.event")).to_have_count(6)
+    # The whole page moved with it: the facts panel, and the log greys every event.
+    expect(page.locator("#facts-panel")).to_contain_text("at seq 0")
+    expect(page.locator("#event-log article.event.later")).to_have_count(6)
 
 
 ACTION_BUTTONS = ["Pause", "Resume", "Close", re.compile(r"^Fork at seq \d+$")]
@@ -208,3 +219,179 @@ def test_every_count_on_the_page_follows_the_live_log(
     expect_head(after_actions + 2)
     expect(page.locator("#facts-panel")).to_contain_text("refund_status")
     screenshot("walk-counts-follow-live")
+
+
+# --- Time travel for the whole page ---------------------------------------------------------
+
+
+@pytest.fixture
+def story(team: Team):
+    """A session whose every part has a past: events with tokens under a budget, a fact that
+    changes, a pause, and a linked task that is created, submitted and started along the way.
+
+    seq 1-6 before the task exists; 7 after its creation; the task moves (sent for review,
+    draft running); 8 the pause; 9 the fact's new value; 10 a costly message.
+    """
+    s = make_session(
+        team.project, agent="triage", title="Refund for order 4411", budget_max_tokens=1000
+    )
+    append(
+        s,
+        message("Where is my refund?", tokens=100),
+        state({"stage": "triage"}),
+        fact("customer_tier", "gold"),
+        message("Looking into it.", role="assistant", tokens=200),
+        EventDraft(kind="decision", content={"decision": "escalate", "rationale": "over $500"}),
+        state({"stage": "waiting"}),
+    )
+    task = make_task(team.project, params={"document": "Refund policy"}, session_ids=[str(s.pk)])
+    append(s, message("Drafting the refund note.", role="assistant", tokens=100))  # seq 7
+    transition_task(task, "sent_for_review", actor=Actor.system("agent"))
+    update_step(task, "draft", status="running", actor=Actor.system("agent"))
+    s.refresh_from_db()
+    pause_session(s, actor=Actor.system("agent"), reason="needs a human")  # seq 8
+    append(s, fact("customer_tier", "platinum"), message("Costly answer.", tokens=500))  # 9, 10
+    s.refresh_from_db()
+    return s, task
+
+
+def move_slider(page, seq: int) -> None:
+    """Drag the time-travel slider to `seq` (its value changes, then it is let go)."""
+    page.locator("#at-seq-range").evaluate(
+        """(el, seq) => {
+            el.value = String(seq);
+            el.dispatchEvent(new Event("input", {bubbles: true}));
+            el.dispatchEvent(new Event("change", {bubbles: true}));
+        }""",
+        seq,
+    )
+
+
+def expect_live(page, session: Session, task) -> None:
+    expect(page.locator("#moment")).to_have_attribute("data-at", "")
+    expect(page.locator("#back-to-live")).to_have_count(0)
+    expect(page.locator("#event-log article.event.later")).to_have_count(0)
+    expect(page.locator("#header-status")).to_have_text("Paused")
+    expect(page.locator("#header-usage")).to_contain_text("900 tokens")
+    expect(page.locator("#facts-panel dl.facts dd")).to_contain_text("platinum")
+    expect(page.locator("#timeline")).to_contain_text("needs a human")
+    panel = page.locator(f"#task-slot-{task.pk} .task-panel")
+    expect(panel.locator("g.node.current")).to_have_attribute("data-state", "sent_for_review")
+    expect(panel.locator("li.step").first.locator(".status")).to_have_text("Running")
+    expect(page.locator("#at-seq-range")).to_have_value(str(session.head_seq))
+
+
+def test_time_travel_moves_the_whole_page_and_the_url_keeps_the_moment(
+    team: Team, story, live_url, page, screenshot
+):
+    session, task = story
+    sign_in(page, live_url, team.viewer.username)
+    open_session(page, live_url, session)
+    expect_live(page, session, task)
+
+    move_slider(page, 7)
+    expect(page).to_have_url(re.compile(r"\?at=7$"))
+    moment = page.locator("#moment")
+    expect(moment).to_have_attribute("data-at", "7")
+    expect(moment).to_contain_text("Showing seq 7 of 10")
+    # The log: the moment's row marked, every later row greyed, the earlier ones not.
+    expect(page.locator("#event-7")).to_have_class(re.compile(r"\bmoment\b"))
+    for seq in (8, 9, 10):
+        expect(page.locator(f"#event-{seq}")).to_have_class(re.compile(r"\blater\b"))
+    later_opacity = page.locator("#event-9").evaluate("el => getComputedStyle(el).opacity")
+    assert float(later_opacity) < 0.6
+    for seq in range(1, 7):
+        expect(page.locator(f"#event-{seq}")).not_to_have_class(re.compile(r"\blater\b"))
+    # The header: status, usage and budget then.
+    expect(page.locator("#header-status")).to_have_text("Open")
+    expect(page.locator("#session-header")).to_contain_text("now paused")
+    expect(page.locator("#header-usage")).to_contain_text("400 tokens")
+    expect(page.locator("#session-header [role=meter]")).to_have_attribute("aria-valuenow", "40")
+    # The facts and the working state then; the timeline up to it.
+    expect(page.locator("#facts-panel dl.facts dd")).to_contain_text("gold")
+    expect(page.locator("#facts-panel")).not_to_contain_text("platinum")
+    expect(page.locator("#facts-seq")).to_have_text("7")
+    expect(page.locator("#inspector")).to_contain_text("As of seq 7")
+    expect(page.locator("#timeline")).not_to_contain_text("needs a human")
+    expect(page.locator("#timeline .timeline-now")).to_contain_text("At seq 7")
+    # The task as it was when seq 7 was written: created, not yet submitted, nothing started.
+    panel = page.locator(f"#task-slot-{task.pk} .task-panel")
+    expect(panel.locator("g.node.current")).to_have_attribute("data-state", "draft_created")
+    expect(panel.locator("li.step .status")).to_have_text(["Pending"] * 4)
+    expect(page.locator(f"#task-slot-{task.pk}")).to_contain_text("As it was")
+    # The log scrolled to the moment: its row is in view.
+    expect(page.locator("#event-7")).to_be_in_viewport()
+    screenshot("session-past-seq-test")
+
+    # Typing a seq does the same; before the task existed its slot says so.
+    page.fill("#at-seq-number", "3")
+    page.locator("#time-travel").get_by_role("button", name="Show").click()
+    expect(page).to_have_url(re.compile(r"\?at=3$"))
+    expect(page.locator(f"#task-slot-{task.pk}")).to_contain_text("did not exist yet at seq 3")
+    expect(page.locator("#at-seq-range")).to_have_value("3")
+    expect(page.locator("#header-usage")).to_contain_text("100 tokens")
+
+    # The URL is the moment: a colleague opening it sees the same, rendered by the server.
+    colleague = page.context.new_page()
+    colleague.goto(f"{live_url}/sessions/{session.pk}/?at=7")
+    expect(colleague.locator("#moment")).to_contain_text("Showing seq 7 of 10")
+    expect(colleague.locator("#event-8")).to_have_class(re.compile(r"\blater\b"))
+    expect(colleague.locator("#facts-panel dl.facts dd")).to_contain_text("gold")
+    expect(colleague.locator("#at-seq-range")).to_have_value("7")
+    expect(colleague.locator(f"#task-slot-{task.pk} g.node.current")).to_have_attribute(
+        "data-state", "draft_created"
+    )
+    colleague.close()
+
+    # Back to live.
+    page.get_by_role("link", name="Back to live").click()
+    expect(page).to_have_url(f"{live_url}/sessions/{session.pk}/")
+    expect_live(page, session, task)
+
+
+def test_live_updates_do_not_yank_a_past_view_back(team: Team, story, live_url, page):
+    session, task = story
+    sign_in(page, live_url, team.viewer.username)
+    page.goto(f"{live_url}/sessions/{session.pk}/?at=7")
+    expect(page.locator(".live-dot.on")).to_be_attached()
+    append(session, fact("customer_tier", "diamond"), message("Even newer."))
+    # The counts and the slider's reach follow the head...
+    expect(page.locator("#log-total")).to_have_text("12")
+    expect(page.locator("#at-seq-range")).to_have_attribute("max", "12")
+    expect(page.locator("#session-header")).to_have_attribute("data-head-seq", "12")
+    expect(page.locator("#moment")).to_contain_text("Showing seq 7 of 12")
+    # ...the past does not move.
+    expect(page.locator("#event-11")).to_have_count(0)
+    expect(page.locator("#header-status")).to_have_text("Open")
+    expect(page.locator("#facts-panel dl.facts dd")).to_contain_text("gold")
+    expect(page.locator("#facts-seq")).to_have_text("7")
+    expect(page.locator("#at-seq-range")).to_have_value("7")
+    # Back to live shows what arrived meanwhile.
+    page.get_by_role("link", name="Back to live").click()
+    expect(page.locator("#event-12")).to_be_visible()
+    expect(page.locator("#facts-panel dl.facts dd")).to_contain_text("diamond")
+
+
+@pytest.mark.parametrize("value", ["abc", "-4", "999"])
+def test_a_bad_seq_in_the_url_gets_a_friendly_page(team: Team, session, live_url, page, value):
+    sign_in(page, live_url, team.viewer.username)
+    response = page.goto(f"{live_url}/sessions/{session.pk}/?at={value}")
+    assert response.status == 400
+    expect(page.locator("#moment .inline-error")).to_contain_text("Cannot show seq")
+    expect(page.locator("#moment")).to_contain_text("Showing the live session.")
+    expect(page.locator("#event-log article.event")).to_have_count(6)
+
+
+def test_the_right_pane_stays_in_view_while_the_log_scrolls(team: Team, session, live_url, page):
+    append(session, *[message(f"message {i}") for i in range(44)])  # 50 rows: a long log
+    sign_in(page, live_url, team.viewer.username)
+    open_session(page, live_url, session)
+    side = page.locator(".session-side")
+    page.locator("#event-log article.event").last.scroll_into_view_if_needed()
+    assert page.evaluate("window.scrollY") > 1500
+    box = side.bounding_box()
+    assert 0 <= box["y"] <= 20  # stuck to the top of the window
+    assert box["y"] + box["height"] <= 900 + 1  # and no taller than it: it scrolls itself
+    expect(page.locator("#time-travel")).to_be_in_viewport()
+    # No horizontal scroll of the page.
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")

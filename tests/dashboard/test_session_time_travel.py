@@ -33,8 +33,15 @@ def test_the_page_at_a_seq_shows_that_moment_everywhere(team, session):
     # The log: a few rows after the moment (greyed), the moment, the rows before; not live.
     log = context["log"]
     assert [(e.seq, e.later, e.is_moment) for e in log.events] == [
-        (9, True, False), (8, True, False), (7, True, False), (6, True, False),
-        (5, True, False), (4, True, False), (3, True, False), (2, False, True), (1, False, False),
+        (9, True, False),
+        (8, True, False),
+        (7, True, False),
+        (6, True, False),
+        (5, True, False),
+        (4, True, False),
+        (3, True, False),
+        (2, False, True),
+        (1, False, False),
     ]
     assert not log.live and "at=2" in log.ws_query and "rows=0" in log.ws_query
     page = response.content.decode()
@@ -88,8 +95,14 @@ def test_htmx_moves_every_part_out_of_band(team, session):
     assert response.status_code == 200
     body = response.content.decode()
     assert body.lstrip().startswith('<div id="moment" class="moment past" data-at="3"')
-    for part in ("session-header", "timeline", "event-log", "tasks-pane", "facts-panel",
-                 "inspector"):
+    for part in (
+        "session-header",
+        "timeline",
+        "event-log",
+        "tasks-pane",
+        "facts-panel",
+        "inspector",
+    ):
         assert re.search(rf'id="{part}"[^>]*hx-swap-oob="true"', body), part
     assert "<html" not in body
     back = detail(team, session, headers={**HTMX, "HX-Target": "moment"})
@@ -115,8 +128,12 @@ def test_a_compacted_seq_is_explained_not_an_error(team):
 def test_filters_and_load_more_keep_the_moment(team, session):
     log = detail(team, session, at=3, order="asc").context["log"]
     assert "at=3" in log.more_query and "at=3" in log.filter_query
-    assert [(e.seq, e.later) for e in log.events][:4] == [(1, False), (2, False), (3, False),
-                                                          (4, True)]
+    assert [(e.seq, e.later) for e in log.events][:4] == [
+        (1, False),
+        (2, False),
+        (3, False),
+        (4, True),
+    ]
     page = detail(team, session, headers={**HTMX, "HX-Target": "event-log"}, at=3, kind="state")
     assert '<input type="hidden" name="at" value="3">' in page.content.decode()
     assert [(e.seq, e.later) for e in page.context["log"].events] == [(6, True), (2, False)]

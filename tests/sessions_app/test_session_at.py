@@ -24,8 +24,9 @@ SYSTEM = Actor.system("tests")
 
 
 def message(text: str, tokens: int = 0, cost: str = "0") -> EventDraft:
-    return EventDraft(kind="message", role="user", content={"text": text}, tokens=tokens,
-                      cost=Decimal(cost))
+    return EventDraft(
+        kind="message", role="user", content={"text": text}, tokens=tokens, cost=Decimal(cost)
+    )
 
 
 def test_it_gives_the_time_status_usage_and_budget_at_each_seq():
@@ -41,10 +42,18 @@ def test_it_gives_the_time_status_usage_and_budget_at_each_seq():
 
     at0 = session_at(session, 0)
     assert (at0.time, at0.status, at0.tokens_used, at0.cost_used) == (
-        session.created_at, "open", 0, Decimal("0"))
+        session.created_at,
+        "open",
+        0,
+        Decimal("0"),
+    )
     at2 = session_at(session, 2)
     assert (at2.time, at2.status, at2.tokens_used, at2.cost_used) == (
-        times[2], "open", 300, Decimal("0.30"))
+        times[2],
+        "open",
+        300,
+        Decimal("0.30"),
+    )
     assert at2.budget_max_tokens == 1000  # raised later, after seq 3
     at3 = session_at(session, 3)
     assert (at3.status, at3.tokens_used, at3.budget_max_tokens) == ("paused", 300, 1000)
@@ -52,7 +61,11 @@ def test_it_gives_the_time_status_usage_and_budget_at_each_seq():
     assert (at4.status, at4.budget_max_tokens) == ("resumed", 5000)
     at5 = session_at(session, 5)
     assert (at5.time, at5.tokens_used, at5.cost_used, at5.head_seq) == (
-        times[5], 600, Decimal("0.60"), 5)
+        times[5],
+        600,
+        Decimal("0.60"),
+        5,
+    )
 
 
 def test_it_refuses_a_seq_outside_the_log():

@@ -84,19 +84,28 @@ def test_it_rebuilds_state_version_and_every_step_at_each_moment():
     def checkpoint():
         checkpoints.append((timezone.now(), _live(task)))
 
-    update_step(task, "draft", status="running", actor=AGENT, inputs={"outline": "x"},
-                agent_name="writer")
+    update_step(
+        task, "draft", status="running", actor=AGENT, inputs={"outline": "x"}, agent_name="writer"
+    )
     checkpoint()
-    update_step(task, "draft", status="failed", actor=AGENT,
-                error={"type": "Timeout", "message": "slow"})
+    update_step(
+        task, "draft", status="failed", actor=AGENT, error={"type": "Timeout", "message": "slow"}
+    )
     checkpoint()  # attempt 1 failed: pending, a retry is due
     update_step(task, "draft", status="running", actor=AGENT)
-    update_step(task, "draft", status="succeeded", actor=AGENT, outputs={"doc": "v1"},
-                branch="main")
+    update_step(
+        task, "draft", status="succeeded", actor=AGENT, outputs={"doc": "v1"}, branch="main"
+    )
     transition_task(task, "sent_for_review", actor=AGENT)
     update_step(task, "review", status="running", actor=AGENT)
-    update_step(task, "review", status="waiting", actor=AGENT, waiting_on="review_decision",
-                wait_deadline=timezone.now() + timedelta(days=1))
+    update_step(
+        task,
+        "review",
+        status="waiting",
+        actor=AGENT,
+        waiting_on="review_decision",
+        wait_deadline=timezone.now() + timedelta(days=1),
+    )
     checkpoint()  # waiting on a signal, with a deadline
     deliver_signal(task, "review_decision", actor=AGENT, payload={"verdict": "changes"})
     checkpoint()  # the signal resolved the wait: succeeded with the payload as outputs
@@ -128,6 +137,8 @@ def test_it_reads_every_task_in_one_query(django_assert_num_queries):
     tasks = list(tasks_for_session(session))
     with django_assert_num_queries(1):
         rebuilt = tasks_as_of(tasks, timezone.now())
-        states = [(p.existed, p.task.state, [s.status for s in p.task.steps.all()]) for p in rebuilt]
+        states = [
+            (p.existed, p.task.state, [s.status for s in p.task.steps.all()]) for p in rebuilt
+        ]
     assert states == [(True, "sent_for_review", ["pending"] * 4)] * 3
     assert tasks_as_of([], timezone.now()) == []
