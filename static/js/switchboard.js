@@ -73,6 +73,7 @@
     }
   }
   document.addEventListener("DOMContentLoaded", showMoment);
+  document.addEventListener("htmx:historyRestore", showMoment);  // Back/Forward between moments
   document.addEventListener("htmx:afterSettle", function (e) {
     if (e.target && (e.target.id === "moment" || e.target.id === "event-log")) showMoment();
   });

@@ -331,6 +331,13 @@ def test_time_travel_moves_the_whole_page_and_the_url_keeps_the_moment(
     expect(page.locator("#at-seq-range")).to_have_value("3")
     expect(page.locator("#header-usage")).to_contain_text("100 tokens")
 
+    # The browser's Back returns to the previous moment.
+    page.go_back()
+    expect(page).to_have_url(re.compile(r"\?at=7$"))
+    expect(page.locator("#moment")).to_have_attribute("data-at", "7")
+    expect(page.locator("#at-seq-range")).to_have_value("7")
+    expect(page.locator("#facts-panel dl.facts dd")).to_contain_text("gold")
+
     # The URL is the moment: a colleague opening it sees the same, rendered by the server.
     colleague = page.context.new_page()
     colleague.goto(f"{live_url}/sessions/{session.pk}/?at=7")

@@ -10,6 +10,7 @@ from core.actors import Actor
 from retention_app.services.compaction import compact_session
 from sessions_app.services.lifecycle import close_session, pause_session
 from switchboard.consumers import SessionStream
+from tests import factories
 from tests.factories import make_session
 
 from .conftest import append, fact, message
@@ -166,3 +167,19 @@ def test_live_pushes_to_a_pinned_page_move_the_counts_not_the_past(team, session
     live = SessionStream.open(team.viewer, str(session.pk), "after_seq=8")
     append(session, fact("customer_tier", "diamond"))
     assert "facts-panel" in live.events_frame()
+
+
+def test_a_moment_costs_a_few_queries_more_than_live(team, session, django_assert_max_num_queries):
+    for i in range(5):
+        append(session, *[message(f"m{i}-{j}") for j in range(60)], fact(f"k{i}", i))
+    factories.make_task(team.project, session_ids=[str(session.pk)])
+    client = team.client("viewer")
+    url = reverse("dashboard:session_detail", args=[session.pk])
+    client.get(url, {"at": 100})
+    # The live page's 15 (test_session_detail) and the task's steps, plus the moment's five:
+    # the event at the seq, the status then, the usage after it, the budget changes after it,
+    # the tasks' history up to then.
+    with django_assert_max_num_queries(21):
+        response = client.get(url, {"at": 100})
+    assert response.context["moment"].seq == 100
+    assert len(response.context["log"].events) == 50
