@@ -404,3 +404,14 @@ def test_the_right_pane_stays_in_view_while_the_log_scrolls(team: Team, session,
     expect(page.locator("#time-travel")).to_be_in_viewport()
     # No horizontal scroll of the page.
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+    # At phone width one column: the pane follows the log, in the page's own flow (not stuck).
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.evaluate("window.scrollTo(0, 0)")
+    log_box = page.locator("#event-log").bounding_box()
+    side_box = side.bounding_box()
+    assert side_box["y"] >= log_box["y"] + log_box["height"]
+    assert abs(side_box["x"] - log_box["x"]) < 2
+    assert side.evaluate("el => getComputedStyle(el).position") == "static"
+    split = page.locator(".session-split")
+    assert split.evaluate("el => el.scrollWidth <= el.clientWidth")
