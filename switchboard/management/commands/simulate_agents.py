@@ -69,9 +69,20 @@ class Command(BaseCommand):
         rng = random.Random(options["seed"])
         simulator = Simulator(api, rng, self.stdout.write)
         step = 0
+        unreachable = False
         try:
             while options["steps"] == 0 or step < options["steps"]:
-                simulator.step()
+                try:
+                    simulator.step()
+                except OSError as error:  # urllib's URLError too
+                    # The server stopped (scripts/run stops it first on Ctrl-C, then this
+                    # process) or restarts: one line, no traceback, and try again.
+                    if not unreachable:
+                        self.stderr.write(f"The server does not answer ({error}); retrying.")
+                    unreachable = True
+                    time.sleep(max(options["interval"], 1.0))
+                    continue
+                unreachable = False
                 step += 1
                 time.sleep(options["interval"])
         except KeyboardInterrupt:
