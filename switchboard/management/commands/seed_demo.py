@@ -117,7 +117,8 @@ def build_demo(project: Project, rng: random.Random, *, long_log: int) -> None:
             agent_name=agent,
             actor=actor,
             external_id=f"demo-{index}",
-            title=topic.capitalize(),
+            # As written, first letter up: "PR #982 review" (str.capitalize: "Pr #982 review").
+            title=topic[:1].upper() + topic[1:],
             metadata={"customer": f"cust-{100 + index}", "demo": True},
             budget_max_tokens=200_000 if index % 2 else None,
         )
@@ -152,10 +153,11 @@ def build_demo(project: Project, rng: random.Random, *, long_log: int) -> None:
         external_id="demo-budget-near",
         title="Budget nearly spent",
         budget_max_tokens=10_000,
-        budget_max_cost=Decimal("2.00"),
+        budget_max_cost=Decimal("4.00"),
     )
+    # Five assistant messages of 1,800 tokens: 9,000 of 10,000 tokens, $3.60 of $4.00 (90%).
     write_conversation(
-        near, rng, 18, actor=actor, topic="bulk invoice reconciliation", tokens_per_message=500
+        near, rng, 24, actor=actor, topic="bulk invoice reconciliation", tokens_per_message=1_800
     )
     over, _ = open_session(
         project,
@@ -165,9 +167,19 @@ def build_demo(project: Project, rng: random.Random, *, long_log: int) -> None:
         title="Budget exceeded",
         budget_max_tokens=5_000,
     )
+    # Seven assistant messages of 900 tokens in one batch: 6,300 of 5,000 tokens. The store
+    # takes the batch, then pauses the session and opens its budget handoff.
     write_conversation(
-        over, rng, 14, actor=actor, topic="year-end ledger audit", tokens_per_message=500
+        over, rng, 28, actor=actor, topic="year-end ledger audit", tokens_per_message=900
     )
+
+
+# Facts an agent learns, each with values that fit it.
+FACT_VALUES = {
+    "customer_tier": ["gold", "silver", "standard"],
+    "locale": ["en-GB", "de-DE", "fr-FR"],
+    "priority": ["high", "normal", "low"],
+}
 
 
 def write_conversation(
@@ -205,12 +217,9 @@ def write_conversation(
                 content={"turn": i, "topic": topic, "progress": round(i / max(length, 1), 2)},
             )
         elif step == 4:
+            key = rng.choice(sorted(FACT_VALUES))
             draft = EventDraft(
-                kind="fact",
-                content={
-                    "key": rng.choice(["customer_tier", "locale", "priority"]),
-                    "value": rng.choice(["gold", "en-GB", "high", "low"]),
-                },
+                kind="fact", content={"key": key, "value": rng.choice(FACT_VALUES[key])}
             )
         elif step == 5 and i % 3 == 0:
             draft = EventDraft(
