@@ -51,6 +51,8 @@ def test_titles_are_capitalised_as_written(demo):
     titles = set(Session.objects.filter(project=demo).values_list("title", flat=True))
     assert {"PR #982 review", "GDPR data export", "Refund for order #4411"} <= titles
     assert not {"Pr #982 review", "Gdpr data export"} & titles
+    seeded = Session.objects.filter(project=demo, external_id__startswith="demo-")
+    assert len(set(seeded.values_list("title", flat=True))) == seeded.count()  # no two alike
 
 
 def test_facts_have_values_that_fit_their_key(demo):

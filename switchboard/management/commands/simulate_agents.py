@@ -41,7 +41,10 @@ class AgentApi:
             with urllib.request.urlopen(request, timeout=timeout) as response:
                 return json.loads(response.read() or b"null")
         except urllib.error.HTTPError as error:
-            return json.loads(error.read() or b"null")
+            try:
+                return json.loads(error.read() or b"null")
+            except ValueError:  # not the API's JSON (a server stopping mid-request)
+                return {"error": {"code": f"http_{error.code}"}}
 
 
 class Command(BaseCommand):
@@ -135,6 +138,8 @@ class Simulator:
                         "workflow": "research_report",
                         "session_ids": [opened["id"]],
                         "params": {"question": "How do agent frameworks store sessions?"},
+                        # The dashboard's name for it (Task.display_title).
+                        "metadata": {"title": "How agent frameworks store sessions"},
                     },
                 )
                 current["task_id"] = task.get("id")
