@@ -246,6 +246,9 @@ else:
     if CELERY_BROKER_URL == "filesystem://":
         for _folder in ("queue", "processed", "control"):
             (_broker_dir / _folder).mkdir(parents=True, exist_ok=True)
+        # kombu's filesystem transport, polling the folder every 0.1 s and letting a worker
+        # that is asked to stop leave its loop within 0.25 s (config/celery_shutdown.py).
+        CELERY_BROKER_TRANSPORT = "config.celery_shutdown:Transport"
 
 # --- Celery ---------------------------------------------------------------------------------
 CELERY_RESULT_BACKEND = None
@@ -257,6 +260,8 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 600)
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 540)
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Celery's timer, woken when the worker stops, not up to 1 s later (config/celery_shutdown.py).
+CELERY_WORKER_TIMER = "config.celery_shutdown:Timer"
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 # The Celery queue core.deliver_webhooks runs on (its on-commit kicks and its beat entry).
 SWITCHBOARD_WEBHOOK_QUEUE = env_str("SWITCHBOARD_WEBHOOK_QUEUE", "celery")

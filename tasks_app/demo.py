@@ -75,6 +75,7 @@ def build_demo_tasks(project: Project) -> list[Task]:
         project,
         "document_approval",
         "demo-task-refund-policy",
+        metadata={"title": "Refund policy v3"},
         params={"document": "Refund policy v3", "reviewers": ["legal"]},
         session_ids=_session_ids(project, "demo-0"),
     ):
@@ -112,6 +113,7 @@ def build_demo_tasks(project: Project) -> list[Task]:
         project,
         "document_approval",
         "demo-task-gdpr-notice",
+        metadata={"title": "GDPR data export notice"},
         params={"document": "GDPR data export notice"},
         session_ids=_session_ids(project, "demo-5"),
     ):
@@ -137,6 +139,7 @@ def build_demo_tasks(project: Project) -> list[Task]:
         project,
         "document_approval",
         "demo-task-promo-terms",
+        metadata={"title": "Spring promo terms"},
         params={"document": "Spring promo terms"},
     ):
         _run(task, "draft", {"uri": "s3://docs/promo.md", "words": 310}, agent="support-triage")
@@ -149,6 +152,7 @@ def build_demo_tasks(project: Project) -> list[Task]:
         project,
         "research_report",
         "demo-task-market-report",
+        metadata={"title": "EU heat-pump market, Q3"},
         params={"question": "EU heat-pump market, Q3"},
         session_ids=_session_ids(project, "demo-1"),
     ):
@@ -193,6 +197,7 @@ def build_demo_tasks(project: Project) -> list[Task]:
         project,
         "research_report",
         "demo-task-competitor-scan",
+        metadata={"title": "Competitor pricing, APAC"},
         params={"question": "Competitor pricing, APAC"},
     ):
         for message in ("paywall", "paywall", "paywall (last attempt)"):
@@ -211,6 +216,7 @@ def build_demo_tasks(project: Project) -> list[Task]:
         project,
         "research_report",
         "demo-task-churn-study",
+        metadata={"title": "Why trial users churn"},
         params={"question": "Why do trial users churn?"},
     ):
         _run(task, "research", {"interviews": 14}, agent="research-writer")

@@ -135,6 +135,15 @@ class Task(models.Model):
         return self.workflow.spec
 
     @property
+    def display_title(self) -> str:
+        """What the dashboard calls the task: its `metadata.title` when the agent gave one
+        ("Refund policy v3"), else its workflow's title or name."""
+        title = (self.metadata or {}).get("title")
+        if isinstance(title, str) and title.strip():
+            return title.strip()
+        return self.workflow.title or self.workflow.name
+
+    @property
     def is_finished(self) -> bool:
         return self.spec.is_terminal(self.state)
 

@@ -91,44 +91,42 @@ class Command(BaseCommand):
 
 def build_demo(project: Project, rng: random.Random, *, long_log: int) -> None:
     actor = Actor.system("seed_demo")
-    agents = ["support-triage", "research-writer", "code-reviewer", "billing-assistant"]
-    topics = [
-        "refund for order #4411",
-        "quarterly market report",
-        "PR #982 review",
-        "invoice mismatch",
-        "password reset loop",
-        "GDPR data export",
-    ]
+    # (agent, topic, status, events, why it paused: for the paused and the resumed one).
     plans = [
-        (SessionStatus.OPEN, 40),
-        (SessionStatus.OPEN, 12),
-        (SessionStatus.PAUSED, 30),
-        (SessionStatus.RESUMED, 25),
-        (SessionStatus.CLOSED, 60),
-        (SessionStatus.ARCHIVED, 20),
-        (SessionStatus.OPEN, long_log),
+        ("support-triage", "refund for order #4411", SessionStatus.OPEN, 40, ""),
+        ("research-writer", "quarterly market report", SessionStatus.OPEN, 12, ""),
+        (
+            "code-reviewer",
+            "PR #982 review",
+            SessionStatus.PAUSED,
+            30,
+            "Agent asked a human to confirm a breaking API change",
+        ),
+        (
+            "billing-assistant",
+            "invoice mismatch",
+            SessionStatus.RESUMED,
+            25,
+            "Agent asked a human to approve a $120 credit note",
+        ),
+        ("support-triage", "password reset loop", SessionStatus.CLOSED, 60, ""),
+        ("support-triage", "GDPR data export", SessionStatus.ARCHIVED, 20, ""),
+        ("support-triage", "account migration to the EU region", SessionStatus.OPEN, long_log, ""),
     ]
-    for index, (status, length) in enumerate(plans):
-        agent = agents[index % len(agents)]
-        topic = topics[index % len(topics)]
+    for index, (agent, topic, status, length, pause_reason) in enumerate(plans):
         session, _ = open_session(
             project,
             agent_name=agent,
             actor=actor,
             external_id=f"demo-{index}",
-            title=topic.capitalize(),
+            # As written, first letter up: "PR #982 review" (str.capitalize: "Pr #982 review").
+            title=topic[:1].upper() + topic[1:],
             metadata={"customer": f"cust-{100 + index}", "demo": True},
             budget_max_tokens=200_000 if index % 2 else None,
         )
         write_conversation(session, rng, length, actor=Actor.system(agent), topic=topic)
         if status in (SessionStatus.PAUSED, SessionStatus.RESUMED):
-            transition_session(
-                session,
-                SessionStatus.PAUSED,
-                actor=actor,
-                reason="Agent asked a human to approve a refund over $500",
-            )
+            transition_session(session, SessionStatus.PAUSED, actor=actor, reason=pause_reason)
         if status == SessionStatus.RESUMED:
             transition_session(
                 session, SessionStatus.RESUMED, actor=actor, reason="Approved by operator"
@@ -152,10 +150,16 @@ def build_demo(project: Project, rng: random.Random, *, long_log: int) -> None:
         external_id="demo-budget-near",
         title="Budget nearly spent",
         budget_max_tokens=10_000,
-        budget_max_cost=Decimal("2.00"),
+        budget_max_cost=Decimal("4.00"),
     )
+    # Five assistant messages of 1,800 tokens: 9,000 of 10,000 tokens, $3.60 of $4.00 (90%).
     write_conversation(
-        near, rng, 18, actor=actor, topic="bulk invoice reconciliation", tokens_per_message=500
+        near,
+        rng,
+        24,
+        actor=Actor.system("billing-assistant"),
+        topic="bulk invoice reconciliation",
+        tokens_per_message=1_800,
     )
     over, _ = open_session(
         project,
@@ -165,9 +169,24 @@ def build_demo(project: Project, rng: random.Random, *, long_log: int) -> None:
         title="Budget exceeded",
         budget_max_tokens=5_000,
     )
+    # Seven assistant messages of 900 tokens in one batch: 6,300 of 5,000 tokens. The store
+    # takes the batch, then pauses the session and opens its budget handoff.
     write_conversation(
-        over, rng, 14, actor=actor, topic="year-end ledger audit", tokens_per_message=500
+        over,
+        rng,
+        28,
+        actor=Actor.system("billing-assistant"),
+        topic="year-end ledger audit",
+        tokens_per_message=900,
     )
+
+
+# Facts an agent learns, each with values that fit it.
+FACT_VALUES = {
+    "customer_tier": ["gold", "silver", "standard"],
+    "locale": ["en-GB", "de-DE", "fr-FR"],
+    "priority": ["high", "normal", "low"],
+}
 
 
 def write_conversation(
@@ -205,12 +224,9 @@ def write_conversation(
                 content={"turn": i, "topic": topic, "progress": round(i / max(length, 1), 2)},
             )
         elif step == 4:
+            key = rng.choice(sorted(FACT_VALUES))
             draft = EventDraft(
-                kind="fact",
-                content={
-                    "key": rng.choice(["customer_tier", "locale", "priority"]),
-                    "value": rng.choice(["gold", "en-GB", "high", "low"]),
-                },
+                kind="fact", content={"key": key, "value": rng.choice(FACT_VALUES[key])}
             )
         elif step == 5 and i % 3 == 0:
             draft = EventDraft(

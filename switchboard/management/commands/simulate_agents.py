@@ -41,7 +41,10 @@ class AgentApi:
             with urllib.request.urlopen(request, timeout=timeout) as response:
                 return json.loads(response.read() or b"null")
         except urllib.error.HTTPError as error:
-            return json.loads(error.read() or b"null")
+            try:
+                return json.loads(error.read() or b"null")
+            except ValueError:  # not the API's JSON (a server stopping mid-request)
+                return {"error": {"code": f"http_{error.code}"}}
 
 
 class Command(BaseCommand):
@@ -69,9 +72,20 @@ class Command(BaseCommand):
         rng = random.Random(options["seed"])
         simulator = Simulator(api, rng, self.stdout.write)
         step = 0
+        unreachable = False
         try:
             while options["steps"] == 0 or step < options["steps"]:
-                simulator.step()
+                try:
+                    simulator.step()
+                except OSError as error:  # urllib's URLError too
+                    # The server stopped (scripts/run stops it first on Ctrl-C, then this
+                    # process) or restarts: one line, no traceback, and try again.
+                    if not unreachable:
+                        self.stderr.write(f"The server does not answer ({error}); retrying.")
+                    unreachable = True
+                    time.sleep(max(options["interval"], 1.0))
+                    continue
+                unreachable = False
                 step += 1
                 time.sleep(options["interval"])
         except KeyboardInterrupt:
@@ -124,6 +138,8 @@ class Simulator:
                         "workflow": "research_report",
                         "session_ids": [opened["id"]],
                         "params": {"question": "How do agent frameworks store sessions?"},
+                        # The dashboard's name for it (Task.display_title).
+                        "metadata": {"title": "How agent frameworks store sessions"},
                     },
                 )
                 current["task_id"] = task.get("id")
