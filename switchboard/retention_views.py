@@ -15,10 +15,10 @@ from core.actors import Actor
 from core.errors import InvalidInput, NotFound
 from core.models import Membership, Role
 from core.pages import base_context, form_errors, project_for
-from retention_app.models import LegalHold, RunJob
+from retention_app.models import LegalHold
 from retention_app.queries import events_freed_per_day, recent_runs, standing_holds
 from retention_app.services.holds import lift_hold, place_hold
-from retention_app.services.jobs import run_job_for_project
+from retention_app.services.jobs import JobsUnavailable, request_runs
 from retention_app.services.policies import (
     parse_policy,
     policies_from,
@@ -104,18 +104,18 @@ def retention_policy(request: HttpRequest, project_id: int) -> HttpResponse:
 @require_POST
 @login_required
 def retention_run(request: HttpRequest, project_id: int) -> HttpResponse:
-    """Run both jobs over this project now, in this request (bounded batches)."""
+    """Queue both jobs over this project on the workers (the runs appear queued, then running,
+    then finished, live); a broker that refuses them gets a message, not an error page."""
     membership = project_for(request, project_id, Role.ADMIN)
     trigger = Actor.for_user(request.user).label  # type: ignore[arg-type]
-    done = []
-    for job in (RunJob.ENFORCE, RunJob.COMPACT):
-        run = run_job_for_project(job, membership.project_id, trigger=trigger)
-        if run is not None:
-            done.append(
-                f"{job}: {run.closed} closed, {run.archived} archived, {run.compacted} "
-                f"compacted, {run.deleted} deleted, {run.events_freed} events freed"
-            )
-    messages.success(request, "Ran now. " + "; ".join(done))
+    try:
+        request_runs(membership.project_id, trigger=trigger)
+    except JobsUnavailable as refused:
+        messages.error(request, refused.message)
+    else:
+        messages.success(
+            request, "Retention queued: both jobs run on the workers; the runs below update live."
+        )
     return redirect("dashboard:retention", membership.project_id)
 
 

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+from celery import current_app
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F
@@ -24,6 +25,7 @@ from django.utils import timezone
 
 from core.actors import Actor
 from core.domain_events import publish
+from core.errors import DomainError
 from core.models import Project
 from core.services.audit import record_audit
 from sessions_app.models import Session, SessionStatus
@@ -205,6 +207,25 @@ def _start_run(project_id: int, job: str, trigger: str, now: datetime) -> Retent
     return run
 
 
+def _take_queued_run(run_id: int, project_id: int, job: str) -> RetentionRun | None:
+    """The run the page queued (request_runs), now running; None if it already finished (the
+    task was delivered again after it was done) or is not this job's."""
+    with transaction.atomic():
+        run = (
+            RetentionRun.objects.select_for_update()
+            .filter(pk=run_id, project_id=project_id, job=job)
+            .first()
+        )
+        if run is None or run.status in (RunStatus.SUCCEEDED, RunStatus.FAILED):
+            return None
+        if run.status == RunStatus.QUEUED:
+            run.status = RunStatus.RUNNING
+            run.started_at = timezone.now()
+            run.save(update_fields=["status", "started_at"])
+            publish(RetentionChanged(project_id=project_id, what="run", id=str(run.pk)))
+    return run
+
+
 def _finish_run(run: RetentionRun) -> RetentionRun:
     with transaction.atomic():
         run.refresh_from_db()
@@ -223,14 +244,22 @@ def run_job_for_project(
     trigger: str = "beat",
     limit: int | None = None,
     max_batches: int | None = None,
+    run_id: int | None = None,
 ) -> RetentionRun | None:
     """Run `job` over one project. A run is recorded when anything was examined or failed,
-    or when a person triggered it (beat's idle ticks leave no rows)."""
+    or when a person triggered it (beat's idle ticks leave no rows). `run_id` names a run
+    queued by request_runs: it is the one recorded (and nothing is done if it already ended)."""
     now = now or timezone.now()
     limit = limit or settings.SWITCHBOARD_RETENTION_BATCH
     max_batches = max_batches or settings.SWITCHBOARD_RETENTION_MAX_BATCHES
     policies = project_policies(project_id)
-    run = _start_run(project_id, job, trigger, now) if trigger != "beat" else None
+    run: RetentionRun | None
+    if run_id is not None:
+        run = _take_queued_run(run_id, project_id, job)
+        if run is None:
+            return None
+    else:
+        run = _start_run(project_id, job, trigger, now) if trigger != "beat" else None
     for action in JOB_ACTIONS[RunJob(job)]:
         skip: set[UUID] = set()
         for _ in range(max_batches):
@@ -252,6 +281,60 @@ def run_job_for_project(
             if locked < limit:
                 break
     return _finish_run(run) if run is not None else None
+
+
+TASK_NAMES = {
+    RunJob.ENFORCE: "retention_app.enforce_retention",
+    RunJob.COMPACT: "retention_app.compact_sessions",
+}
+
+
+class JobsUnavailable(DomainError):
+    """The broker refused the jobs: nothing will run them (the runs are marked failed)."""
+
+    status = 503
+    code = "jobs_unavailable"
+
+
+def request_runs(project_id: int, *, trigger: str) -> list[RetentionRun]:
+    """Queue both jobs over one project on the retention queue (the tasks beat runs, scoped
+    to the project), each with a `queued` run recorded first so the page shows it at once;
+    the worker that takes the task runs it under that run (running, then finished).
+
+    The broker is asked after the runs commit (a worker must find them). If it refuses,
+    the runs are marked failed with the reason and JobsUnavailable is raised."""
+    with transaction.atomic():
+        runs = [
+            RetentionRun.objects.create(
+                project_id=project_id, job=job, trigger=trigger, status=RunStatus.QUEUED
+            )
+            for job in (RunJob.ENFORCE, RunJob.COMPACT)
+        ]
+        for run in runs:
+            publish(RetentionChanged(project_id=project_id, what="run", id=str(run.pk)))
+    try:
+        for run in runs:
+            current_app.send_task(
+                TASK_NAMES[RunJob(run.job)],
+                kwargs={"project_ids": [project_id], "trigger": trigger, "run_id": run.pk},
+                queue=settings.SWITCHBOARD_RETENTION_QUEUE,
+                retry=False,
+            )
+    except Exception as exc:  # kombu's OperationalError, a refused or unreachable socket …
+        logger.warning("retention jobs not queued for project %s: %r", project_id, exc)
+        with transaction.atomic():
+            for run in runs:
+                updated = RetentionRun.objects.filter(pk=run.pk, status=RunStatus.QUEUED).update(
+                    status=RunStatus.FAILED,
+                    finished_at=timezone.now(),
+                    errors=[{"session_id": "", "action": "queue", "error": "broker unavailable"}],
+                )
+                if updated:
+                    publish(RetentionChanged(project_id=project_id, what="run", id=str(run.pk)))
+        raise JobsUnavailable(
+            "The job queue is unavailable: nothing was run. Try again later."
+        ) from exc
+    return runs
 
 
 def run_job(
