@@ -46,14 +46,25 @@ def _previews_saves_and_runs(team: Team, live_url, page, screenshot, queue, tmp_
     expect(page.get_by_role("heading", name="Retention", exact=True)).to_be_visible()
 
     page.fill("#id_compact_after", "1")
+    # An agent override, in the form (one blank form shown; the button adds another).
+    page.select_option("#id_agents-0-agent", "test-agent")
+    page.fill("#id_agents-0-archive_closed_after", "36")
+    page.select_option("#id_agents-0-archive_closed_after_unit", "hours")
+    page.get_by_role("button", name="Add an override").click()
+    expect(page.locator("fieldset.override")).to_have_count(2)
+    expect(page.locator("#id_agents-1-agent")).to_be_focused()
     page.get_by_role("button", name="Preview").click()
+    expect(page.locator("#preview")).to_contain_text("Includes the overrides for test-agent.")
     expect(page.locator("#preview-compact .count")).to_have_text("3")
     assert not RetentionPolicy.objects.exists()  # a preview saves nothing
     screenshot("retention-preview")
 
     page.get_by_role("button", name="Save policy").click()
     expect(page.locator(".messages")).to_contain_text("Retention policy saved.")
-    assert RetentionPolicy.objects.get().compact_after == timedelta(days=1)
+    assert RetentionPolicy.objects.get(agent=None).compact_after == timedelta(days=1)
+    override = RetentionPolicy.objects.get(agent__name="test-agent")
+    assert override.overrides == ["archive_closed_after"]
+    assert override.archive_closed_after == timedelta(hours=36)
 
     # No worker yet: the request only queues the jobs, and the runs show as queued.
     page.get_by_role("button", name="Run retention now").click()
