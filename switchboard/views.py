@@ -54,7 +54,7 @@ from switchboard.context import (
     timeline,
 )
 from switchboard.forms import EventLogForm, ForkForm, InspectorForm, ReasonForm, SessionFilterForm
-from switchboard.queries import session_rows
+from switchboard.queries import mark_holds, session_rows
 
 SESSIONS_PER_PAGE = 50
 
@@ -130,6 +130,7 @@ def session_list(request: HttpRequest, project_id: int) -> HttpResponse:
         limit=SESSIONS_PER_PAGE,
         sort=sort,
     )
+    mark_holds(project.pk, sessions)
     live_params = request.GET.copy()
     live_params["view"] = "sessions"
     context.update(
