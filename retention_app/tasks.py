@@ -32,8 +32,7 @@ def _queued(
     if not project_ids or len(project_ids) != 1:
         raise ValueError("a queued run names exactly one project")
     run = run_job_for_project(
-        job,
-        project_ids[0], trigger=trigger, run_id=run_id, limit=limit, max_batches=max_batches
+        job, project_ids[0], trigger=trigger, run_id=run_id, limit=limit, max_batches=max_batches
     )
     return _summary([run] if run is not None else [])
 

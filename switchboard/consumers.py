@@ -33,6 +33,7 @@ from core.live import (
 from core.models import Membership
 from core.pages import role_context
 from core.realtime import project_list_group, session_group, task_group
+from retention_app.domain_events import HOLDS_LISTING
 from sessions_app.access import get_session_for_user
 from sessions_app.models import EventKind, Session
 from sessions_app.queries import (
@@ -51,7 +52,6 @@ from switchboard.context import (
     session_header_context,
     timeline,
 )
-from retention_app.domain_events import HOLDS_LISTING
 from switchboard.forms import EventLogForm, SessionFilterForm
 from switchboard.queries import mark_holds, session_rows
 

@@ -43,6 +43,7 @@ class PolicyForm(forms.Form):
     keep_tags = forms.CharField(
         label="…or carry one of these tags (comma-separated)", required=False, max_length=2000
     )
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         for name in reversed(DURATION_FIELDS):

@@ -59,7 +59,9 @@ def live_context(project_id: int) -> dict[str, Any]:
 
 
 def _agent_names(project_id: int) -> list[str]:
-    return list(Agent.objects.filter(project_id=project_id).order_by("name").values_list("name", flat=True))
+    return list(
+        Agent.objects.filter(project_id=project_id).order_by("name").values_list("name", flat=True)
+    )
 
 
 def _problem_sentence(key: str, problem: str) -> str:
@@ -78,9 +80,7 @@ def _page(request: HttpRequest, membership: Membership, **extra: Any) -> dict[st
     project = membership.project
     document = policy_document(project_policies(project))
     context = base_context(request, membership, "retention")
-    overrides = extra.pop("overrides", None) or override_formset(
-        _agent_names(project.pk), document
-    )
+    overrides = extra.pop("overrides", None) or override_formset(_agent_names(project.pk), document)
     context.update(
         {
             "policy": document,

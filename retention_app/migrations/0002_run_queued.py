@@ -4,15 +4,23 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('retention_app', '0001_initial'),
+        ("retention_app", "0001_initial"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='retentionrun',
-            name='status',
-            field=models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('succeeded', 'Succeeded'), ('failed', 'Failed')], default='running', max_length=12),
+            model_name="retentionrun",
+            name="status",
+            field=models.CharField(
+                choices=[
+                    ("queued", "Queued"),
+                    ("running", "Running"),
+                    ("succeeded", "Succeeded"),
+                    ("failed", "Failed"),
+                ],
+                default="running",
+                max_length=12,
+            ),
         ),
     ]

@@ -90,9 +90,7 @@ def _previews_saves_and_runs(team: Team, live_url, page, screenshot, queue, tmp_
     assert problems == []
 
 
-def test_with_the_broker_down_running_now_says_so_and_the_runs_are_marked_failed(
-    team: Team, page
-):
+def test_with_the_broker_down_running_now_says_so_and_the_runs_are_marked_failed(team: Team, page):
     dead_broker = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
     with asgi_server(CELERY_BROKER_URL=dead_broker) as live_url:
         sign_in(page, live_url, team.admin.username)

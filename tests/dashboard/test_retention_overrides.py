@@ -96,7 +96,7 @@ def test_removing_an_override_deletes_it_and_keeps_the_others(team: Team, agents
     save_policy(
         team.project,
         {
-            **{k: None for k in DURATION_FIELDS},
+            **dict.fromkeys(DURATION_FIELDS),
             "keep_outcomes": [],
             "keep_tags": [],
             "agents": {"quick": {"compact_after": DAY}, "slow": {"keep_tags": ["vip"]}},
@@ -185,7 +185,7 @@ def test_a_viewer_reads_the_overrides_in_human_units(team: Team, agents):
     save_policy(
         team.project,
         {
-            **{k: None for k in DURATION_FIELDS},
+            **dict.fromkeys(DURATION_FIELDS),
             "keep_outcomes": [],
             "keep_tags": [],
             "agents": {"quick": {"compact_after": 36 * 3600, "delete_after": None}},
