@@ -15,6 +15,16 @@ from sessions_app.models import Event, Session, Snapshot
 from .summarisers import Digest
 
 
+def commit_without_waiting_for_flush() -> None:
+    """This transaction's commit does not wait for its WAL to reach disk (synchronous_commit
+    off, for this transaction only). A retention batch only removes what is due and is redone
+    by the next run if a PostgreSQL crash loses its last fraction of a second of commits; the
+    batch stops queueing behind the disk with the ingestion path's commits, which keep the
+    server's setting."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT set_config('synchronous_commit', 'off', true)")
+
+
 def share_project(project_id: int) -> None:
     """Take the project row FOR SHARE for the transaction: a retention batch holds it, and
     placing a legal hold (FOR NO KEY UPDATE on the same row) waits for the batch to end."""

@@ -215,6 +215,7 @@ def run_batch(
     Without it every batch would walk (and sort) the whole remaining selection again."""
     tally = Tally()
     with transaction.atomic():
+        storage.commit_without_waiting_for_flush()
         storage.share_project(project_id)
         current_holds = standing_holds(project_id) if holds is None else holds
         selected = candidates(project_id, action, now=now, policies=policies, holds=current_holds)
