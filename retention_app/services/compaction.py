@@ -51,7 +51,10 @@ def compaction_boundary(session: Session) -> int:
 
 def compact_locked(session: Session, *, actor: Actor, run: RetentionRun | None = None) -> Compacted:
     """Compact `session`, whose row the caller has locked inside a transaction."""
-    boundary = compaction_boundary(session)
+    # The jobs' selection computed it already (selection._compact_boundary), and no fork can
+    # be made of the session while its row is locked.
+    selected = getattr(session, "_boundary", None)
+    boundary = compaction_boundary(session) if selected is None else int(selected)
     after = max(session.own_start_seq, session.compacted_through_seq)
     if boundary <= after:
         return Compacted(None)
