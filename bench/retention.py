@@ -17,8 +17,10 @@ after the job and after VACUUM.
    removed per second, the table's size before, after, and after VACUUM.
 
 5. Single-event append latency of a concurrent ingestion load (one child process appending one
-   event at a time to its own open session, for --ingest-seconds), alone first (the baseline),
-   then while compaction and deletion run in this process: p50 / p95 of both, and the ratio.
+   event at a time to its own open session), alone first for --ingest-seconds (the baseline),
+   then exactly while compaction and deletion run in this process (the child stops when they
+   end, so no unloaded tail dilutes the figure): p50 / p95 of both, and the ratio. The job and
+   the load are separate processes with their own connections, as a worker and a web server.
 
 Nothing is asserted; figures are printed.
 """
@@ -50,6 +52,7 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=1000)
     parser.add_argument("--ingest-seconds", type=float, default=30)
     parser.add_argument("--ingest-child", type=int, help=argparse.SUPPRESS)  # a project id
+    parser.add_argument("--stop-file", help=argparse.SUPPRESS)  # the loaded child stops at it
     args = parser.parse_args()
     if args.ingest_child:
         ingest_child(args)
@@ -184,7 +187,9 @@ def main() -> None:
     log(f"ingestion alone, {args.ingest_seconds:.0f} s")
     baseline = run_ingest(args, project.pk)
     log("ingestion while compacting")
-    child = start_ingest(args, project.pk)
+    stop = Path(f"/tmp/{args.db}-stop-ingest")
+    stop.unlink(missing_ok=True)
+    child = start_ingest(args, project.pk, stop_file=stop)
     before = size()
     start = time.perf_counter()
     runs = run_job("compact_sessions", trigger="bench", limit=20, max_batches=10_000)
@@ -209,7 +214,9 @@ def main() -> None:
     start_delete = time.perf_counter()
     deleted_runs = run_job("enforce_retention", trigger="bench", limit=20, max_batches=10_000)
     delete_elapsed = time.perf_counter() - start_delete
+    stop.touch()
     loaded = finish_ingest(child)
+    stop.unlink(missing_ok=True)
     removed = sum(r.events_freed for r in runs)
     compacted = sum(r.compacted for r in runs)
     after_delete = size()
@@ -246,7 +253,10 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * p / 100))]
 
 
-def start_ingest(args, project_id: int) -> subprocess.Popen:  # type: ignore[no-untyped-def,type-arg]
+def start_ingest(args, project_id: int, stop_file: Path | None = None) -> subprocess.Popen:  # type: ignore[no-untyped-def,type-arg]
+    """The load: --ingest-seconds, or (with stop_file) until that file appears."""
+    extra = ["--stop-file", str(stop_file)] if stop_file else []
+    seconds = 3600 if stop_file else args.ingest_seconds
     return subprocess.Popen(
         [
             sys.executable,
@@ -256,7 +266,8 @@ def start_ingest(args, project_id: int) -> subprocess.Popen:  # type: ignore[no-
             "--ingest-child",
             str(project_id),
             "--ingest-seconds",
-            str(args.ingest_seconds),
+            str(seconds),
+            *extra,
         ],
         cwd=ROOT,
         env=dict(os.environ),
@@ -290,8 +301,9 @@ def ingest_child(args) -> None:  # type: ignore[no-untyped-def]
     session, _ = open_session(project, agent_name="ingest", actor=actor)
     latencies: list[float] = []
     end = time.perf_counter() + args.ingest_seconds
+    stop = Path(args.stop_file) if args.stop_file else None
     i = 0
-    while time.perf_counter() < end:
+    while time.perf_counter() < end and not (stop is not None and i % 20 == 0 and stop.exists()):
         i += 1
         draft = EventDraft(kind="message", role="user", content={"text": f"live {i}"})
         start = time.perf_counter()

@@ -265,6 +265,8 @@ CELERY_WORKER_TIMER = "config.celery_shutdown:Timer"
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 # The Celery queue core.deliver_webhooks runs on (its on-commit kicks and its beat entry).
 SWITCHBOARD_WEBHOOK_QUEUE = env_str("SWITCHBOARD_WEBHOOK_QUEUE", "celery")
+# The Celery queue the retention jobs run on (beat's entries and the page's "Run retention now").
+SWITCHBOARD_RETENTION_QUEUE = env_str("SWITCHBOARD_RETENTION_QUEUE", "celery")
 # Declared here, in code; django-celery-beat's DatabaseScheduler copies these entries into its
 # PeriodicTask rows when beat starts (admins can still pause one in the admin).
 CELERY_BEAT_SCHEDULE = {
@@ -298,11 +300,13 @@ CELERY_BEAT_SCHEDULE = {
     "retention_app: enforce retention": {
         "task": "retention_app.enforce_retention",
         "schedule": env_int("SWITCHBOARD_RETENTION_SECONDS", 600),
+        "options": {"queue": SWITCHBOARD_RETENTION_QUEUE},
     },
     # Compact the transient events of old closed/archived sessions.
     "retention_app: compact sessions": {
         "task": "retention_app.compact_sessions",
         "schedule": env_int("SWITCHBOARD_COMPACTION_SECONDS", 900),
+        "options": {"queue": SWITCHBOARD_RETENTION_QUEUE},
     },
 }
 CELERY_TIMEZONE = "UTC"

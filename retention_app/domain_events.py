@@ -7,6 +7,8 @@ from core.domain_events import DomainEvent
 from core.realtime import project_list_group, session_group
 
 RETENTION_LISTING = "retention"
+# Every live session page of a project hears agent- and project-wide holds on this group.
+HOLDS_LISTING = "holds"
 
 
 @dataclass(frozen=True)
@@ -56,16 +58,25 @@ class RetentionChanged(DomainEvent):
 
 @dataclass(frozen=True)
 class HoldChanged(DomainEvent):
-    """A legal hold placed on or lifted from a session (its page and the lists show it)."""
+    """A legal hold placed or lifted (its sessions' pages and the lists show it). A session's
+    hold goes to that session's group; an agent's or the project's (session_id empty) to the
+    project's holds group, which every session page of the project hears."""
 
     type = "session.hold"
     outboxed = True
     session_id: str = ""
+    scope: str = "session"
+    agent_id: int | None = None
     held: bool = False
 
     def groups(self) -> list[str]:
+        one = (
+            session_group(self.session_id)
+            if self.session_id
+            else project_list_group(self.project_id, HOLDS_LISTING)
+        )
         return [
-            session_group(self.session_id),
+            one,
             project_list_group(self.project_id, "sessions"),
             project_list_group(self.project_id, RETENTION_LISTING),
         ]

@@ -123,6 +123,7 @@ class RunJob(models.TextChoices):
 
 
 class RunStatus(models.TextChoices):
+    QUEUED = "queued"  # asked for from the page; a worker has not taken it yet
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"  # finished, with at least one session's error recorded

@@ -38,6 +38,21 @@ from .services.policies import Policy, ProjectPolicies, project_policies
 ACTIVE_HANDOFF_STATUSES = ("open", "claimed", "answered", "taken_over")
 
 ACTIONS = ("close_idle", "close_paused", "archive", "compact", "delete")
+# The column each rule ages on: candidates come oldest first by it (then by id).
+ORDER_FIELDS = {
+    "close_idle": "updated_at",
+    "close_paused": "updated_at",
+    "archive": "closed_at",
+    "compact": "closed_at",
+    "delete": "archived_at",
+}
+
+
+def after_key(action: str, key: tuple[Any, Any]) -> Q:
+    """Candidates past `key` ((order value, id) of the last one a batch took) in their order:
+    the next batch of a run starts there instead of walking the ones already done again."""
+    field, (value, pk) = ORDER_FIELDS[action], key
+    return Q(**{f"{field}__gt": value}) | Q(**{field: value, "pk__gt": pk})
 
 
 def _latest_handoff_status() -> Subquery:
@@ -183,14 +198,7 @@ def candidates(
     if action == "delete":
         # A session with forks stays until they are gone (their history runs through it).
         qs = qs.exclude(Exists(Session.objects.filter(parent_id=OuterRef("pk"))))
-    order = {
-        "close_idle": "updated_at",
-        "close_paused": "updated_at",
-        "archive": "closed_at",
-        "compact": "closed_at",
-        "delete": "archived_at",
-    }[action]
-    return qs.order_by(order, "id")
+    return qs.order_by(ORDER_FIELDS[action], "id")
 
 
 def _rule(action: str, policy: Policy, now: datetime) -> Q | None:

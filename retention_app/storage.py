@@ -2,6 +2,7 @@
 only: the database refuses it anywhere else), what they weigh, and the events table's size."""
 
 import json
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -10,6 +11,18 @@ from django.db import connection, models
 from core.models import Project
 from core.storage import table
 from sessions_app.models import Event, Session, Snapshot
+
+from .summarisers import Digest
+
+
+def commit_without_waiting_for_flush() -> None:
+    """This transaction's commit does not wait for its WAL to reach disk (synchronous_commit
+    off, for this transaction only). A retention batch only removes what is due and is redone
+    by the next run if a PostgreSQL crash loses its last fraction of a second of commits; the
+    batch stops queueing behind the disk with the ingestion path's commits, which keep the
+    server's setting."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT set_config('synchronous_commit', 'off', true)")
 
 
 def share_project(project_id: int) -> None:
@@ -50,18 +63,93 @@ def delete_transient_events(session_id: UUID, after: int, through: int) -> tuple
     return int(count), int(size)
 
 
+def delete_transient_events_digest(
+    session_id: UUID, after: int, through: int
+) -> tuple[int, int, Digest]:
+    """Delete the session's own transient events in (after, through] and digest them in the
+    same statement (what the default summariser says of them): (count, bytes, digest).
+
+    One pass over the range, nothing shipped to Python but a row of aggregates: the rows
+    deleted are scanned once more each by the small aggregates below, in PostgreSQL's memory.
+    Tool names come back as JSON values and become text in Python, exactly as digest_of
+    writes them (str() of the decoded value: a missing name is "None")."""
+    events = table(Event)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH gone AS (DELETE FROM {events} AS e WHERE session_id = %s AND seq > %s"
+            " AND seq <= %s AND tier = 'transient'"
+            " RETURNING seq, kind, role, text, content -> 'name' AS name,"
+            " pg_column_size(e) AS size),"
+            " said AS (SELECT seq, role, text FROM gone"
+            " WHERE kind = 'message' AND coalesce(text, '') <> '')"
+            " SELECT count(*), coalesce(sum(size), 0), coalesce(min(seq), 0),"
+            " coalesce(max(seq), 0),"
+            " (SELECT coalesce(json_object_agg(kind, n), '{}') FROM"
+            " (SELECT kind, count(*) AS n FROM gone GROUP BY kind) k)::text,"
+            " (SELECT json_build_array(seq, role, text) FROM said ORDER BY seq LIMIT 1)::text,"
+            " (SELECT json_build_array(seq, role, text) FROM said ORDER BY seq DESC LIMIT 1)::text,"
+            " (SELECT coalesce(jsonb_agg(DISTINCT coalesce(name, 'null'::jsonb)), '[]')"
+            " FROM gone WHERE kind = 'tool_call')::text,"
+            " count(*) FILTER (WHERE kind = 'error')"
+            " FROM gone",
+            [session_id, after, through],
+        )
+        row = cursor.fetchone()
+    count, size, first_seq, last_seq, kinds, first, last, names, errors = row
+    digest = Digest(
+        count=int(count),
+        first_seq=int(first_seq),
+        last_seq=int(last_seq),
+        kinds={str(k): int(n) for k, n in json.loads(kinds).items()},
+        first_message=tuple(json.loads(first)) if first else None,
+        last_message=tuple(json.loads(last)) if last else None,
+        tools=sorted({str(name) for name in json.loads(names)}),
+        errors=int(errors),
+    )
+    return int(count), int(size), digest
+
+
+def upsert_compaction_snapshot(
+    session_id: UUID,
+    seq: int,
+    *,
+    state: Any,
+    facts: Any,
+    summary: str,
+    content_hash: str,
+    now: datetime,
+) -> None:
+    """Write the `compaction` snapshot at `seq` (replacing one already there) in one statement
+    (Django's update_or_create takes a savepoint, a SELECT and an INSERT)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table(Snapshot)} AS s (session_id, seq, state, facts, summary,"
+            " content_hash, reason, created_at)"
+            " VALUES (%s, %s, %s::jsonb, %s::jsonb, %s, %s, 'compaction', %s)"
+            " ON CONFLICT (session_id, seq) DO UPDATE SET state = excluded.state,"
+            " facts = excluded.facts, summary = excluded.summary,"
+            " content_hash = excluded.content_hash, reason = excluded.reason",
+            [session_id, seq, json.dumps(state), json.dumps(facts), summary, content_hash, now],
+        )
+
+
 def delete_all_events(session_id: UUID) -> tuple[int, int]:
     """Delete every event of the session (its own rows: a fork's inherited ones are its
     ancestors'); (count, bytes)."""
+    return delete_all_events_of([session_id]).get(session_id, (0, 0))
+
+
+def delete_all_events_of(session_ids: list[UUID]) -> dict[UUID, tuple[int, int]]:
+    """Delete every event of these sessions in one statement; (count, bytes) per session that
+    had any."""
     with connection.cursor() as cursor:
         cursor.execute(
-            f"WITH gone AS (DELETE FROM {table(Event)} AS e WHERE session_id = %s"
-            " RETURNING pg_column_size(e) AS size)"
-            " SELECT count(*), coalesce(sum(size), 0) FROM gone",
-            [session_id],
+            f"WITH gone AS (DELETE FROM {table(Event)} AS e WHERE session_id = ANY(%s)"
+            " RETURNING session_id, pg_column_size(e) AS size)"
+            " SELECT session_id, count(*), coalesce(sum(size), 0) FROM gone GROUP BY session_id",
+            [list(session_ids)],
         )
-        count, size = cursor.fetchone()
-    return int(count), int(size)
+        return {sid: (int(n), int(size)) for sid, n, size in cursor.fetchall()}
 
 
 class SessionStillReferenced(RuntimeError):
@@ -92,24 +180,37 @@ def _cascading_tables() -> list[tuple[str, str]]:
 
 
 def delete_session_rows(session_id: UUID) -> int:
-    """Delete the session row and every row that cascades from it (snapshots, compactions,
-    task links, handoffs, holds), one DELETE per table by session id instead of Django's
-    collector (a SELECT per relation and per instance); the session's snapshot count.
+    """delete_sessions_rows for one session; its snapshot count."""
+    return delete_sessions_rows([session_id]).get(session_id, 0)
 
-    Events must already be gone (delete_all_events). A fork still pointing at the session
-    refuses the delete. The deferred foreign keys are checked before returning, inside the
-    caller's savepoint, so a dependant missed here fails this session alone, not the batch."""
+
+def delete_sessions_rows(session_ids: list[UUID]) -> dict[UUID, int]:
+    """Delete the session rows and every row that cascades from them (snapshots, compactions,
+    task links, handoffs, holds), one DELETE per table for all of them instead of Django's
+    collector (a SELECT per relation and per instance); the snapshot count per session.
+
+    Events must already be gone (delete_all_events_of). A fork still pointing at one of the
+    sessions refuses the delete. The deferred foreign keys are checked before returning, inside
+    the caller's savepoint, so a dependant missed here fails this call alone, not the batch."""
     sessions = table(Session)
+    ids = list(session_ids)
+    snapshots: dict[UUID, int] = {}
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT 1 FROM {sessions} WHERE parent_id = %s LIMIT 1", [session_id])
-        if cursor.fetchone():
-            raise SessionStillReferenced(f"session {session_id} has forks")
-        snapshots = 0
+        cursor.execute(f"SELECT parent_id FROM {sessions} WHERE parent_id = ANY(%s) LIMIT 1", [ids])
+        row = cursor.fetchone()
+        if row:
+            raise SessionStillReferenced(f"session {row[0]} has forks")
         for name, column in _cascading_tables():
-            cursor.execute(f"DELETE FROM {name} WHERE {column} = %s", [session_id])
             if name == table(Snapshot):
-                snapshots = cursor.rowcount
-        cursor.execute(f"DELETE FROM {sessions} WHERE id = %s", [session_id])
+                cursor.execute(
+                    f"WITH gone AS (DELETE FROM {name} WHERE {column} = ANY(%s)"
+                    f" RETURNING {column} AS sid) SELECT sid, count(*) FROM gone GROUP BY sid",
+                    [ids],
+                )
+                snapshots = {sid: int(n) for sid, n in cursor.fetchall()}
+            else:
+                cursor.execute(f"DELETE FROM {name} WHERE {column} = ANY(%s)", [ids])
+        cursor.execute(f"DELETE FROM {sessions} WHERE id = ANY(%s)", [ids])
         cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
         cursor.execute("SET CONSTRAINTS ALL DEFERRED")
     return snapshots

@@ -7,7 +7,7 @@ from celery import shared_task
 from django.db import InterfaceError, OperationalError
 
 from .models import RunJob
-from .services.jobs import run_job
+from .services.jobs import run_job, run_job_for_project
 
 logger = logging.getLogger(__name__)
 
@@ -18,6 +18,23 @@ def _summary(runs: list[Any]) -> dict[str, Any]:
         "examined": sum(r.examined for r in runs),
         "errors": sum(len(r.errors) for r in runs),
     }
+
+
+def _queued(
+    job: str,
+    project_ids: list[int] | None,
+    trigger: str,
+    run_id: int,
+    limit: int | None,
+    max_batches: int | None,
+) -> dict[str, Any]:
+    """A run the page queued (services.jobs.request_runs): one project, under that run."""
+    if not project_ids or len(project_ids) != 1:
+        raise ValueError("a queued run names exactly one project")
+    run = run_job_for_project(
+        job, project_ids[0], trigger=trigger, run_id=run_id, limit=limit, max_batches=max_batches
+    )
+    return _summary([run] if run is not None else [])
 
 
 @shared_task(
@@ -31,8 +48,11 @@ def enforce_retention(
     max_batches: int | None = None,
     project_ids: list[int] | None = None,
     trigger: str = "beat",
+    run_id: int | None = None,
 ) -> dict[str, Any]:
     """Close idle and long-paused sessions, archive closed ones, delete expired archived ones."""
+    if run_id is not None:
+        return _queued(RunJob.ENFORCE, project_ids, trigger, run_id, limit, max_batches)
     runs = run_job(
         RunJob.ENFORCE,
         limit=limit,
@@ -54,8 +74,11 @@ def compact_sessions(
     max_batches: int | None = None,
     project_ids: list[int] | None = None,
     trigger: str = "beat",
+    run_id: int | None = None,
 ) -> dict[str, Any]:
     """Compact the transient events of closed and archived sessions past compact_after."""
+    if run_id is not None:
+        return _queued(RunJob.COMPACT, project_ids, trigger, run_id, limit, max_batches)
     runs = run_job(
         RunJob.COMPACT,
         limit=limit,

@@ -33,6 +33,7 @@ from core.live import (
 from core.models import Membership
 from core.pages import role_context
 from core.realtime import project_list_group, session_group, task_group
+from retention_app.domain_events import HOLDS_LISTING
 from sessions_app.access import get_session_for_user
 from sessions_app.models import EventKind, Session
 from sessions_app.queries import (
@@ -54,7 +55,7 @@ from switchboard.context import (
     timeline,
 )
 from switchboard.forms import EventLogForm, MomentForm, SessionFilterForm
-from switchboard.queries import session_rows
+from switchboard.queries import mark_holds, session_rows
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +89,7 @@ class SessionStream:
 
     user: Any
     session_id: str
+    project_id: int
     options: LogOptions
     rows: bool
     covered: int  # every event up to this seq has been shown (or filtered out)
@@ -113,6 +115,7 @@ class SessionStream:
         return cls(
             user=user,
             session_id=str(session.pk),
+            project_id=session.project_id,
             options=LogOptions.from_cleaned(form.cleaned_data, at=at),
             rows=params.get("rows", "1") == "1" and moment is None,
             covered=min(max(after, 0), session.head_seq),
@@ -194,6 +197,11 @@ class SessionStream:
             names.append("timeline")
         return "".join(render_to_string(f"{SESSION_PAGE}#{name}", context) for name in names)
 
+    def header_frame(self) -> str:
+        """The header alone: a legal hold placed or lifted, a compaction (its badge)."""
+        session, membership = self._session()
+        return self._header(session, membership)
+
     def task_frame(self, task_id: str, unlinked: bool) -> str:
         session, _ = self._session()
         if unlinked:
@@ -241,6 +249,8 @@ class SessionConsumer(LiveConsumer):
             await self.close(code=CLOSE_NOT_FOUND)
             return
         groups = [session_group(self.stream.session_id)]
+        # Agent- and project-wide legal holds cover this session too.
+        groups.append(project_list_group(self.stream.project_id, HOLDS_LISTING))
         groups += [task_group(task_id) for task_id in sorted(self.stream.task_ids)]
         await self.join(groups)
         await self.accept()
@@ -260,6 +270,28 @@ class SessionConsumer(LiveConsumer):
 
     async def session_opened(self, event: dict[str, Any]) -> None:
         return None  # a fork of this session: its header lists forks on the next change
+
+    async def session_hold(self, event: dict[str, Any]) -> None:
+        # This session's own hold, or an agent's or the project's (the header says which
+        # hold covers it, if any: re-rendered whichever agent an agent hold names).
+        if event.get("session_id") in ("", self.stream.session_id):
+            await self.send_frame(await self.run(self.stream.header_frame))
+
+    async def session_compacted(self, event: dict[str, Any]) -> None:
+        if event.get("session_id") == self.stream.session_id:
+            await self.send_frame(await self.run(self.stream.header_frame))
+
+    async def session_deleted(self, event: dict[str, Any]) -> None:
+        if event.get("session_id") != self.stream.session_id:
+            return
+        # Nothing left to render from: say so in place of the header, and stop listening.
+        await self.send_frame(
+            render_to_string(
+                f"{SESSION_PAGE}#session-deleted",
+                {"events_deleted": int(event.get("events_deleted") or 0), "oob": True},
+            )
+        )
+        await self.close(code=CLOSE_NOT_FOUND)
 
     async def other_event(self, message: dict[str, Any]) -> None:
         task_id = str(message.get("task_id", ""))
@@ -358,6 +390,10 @@ class SessionListStream:
         return not self.form.cleaned_data.get("cursor")
 
     def note(self, kind: str, session_id: str) -> bool:
+        if kind == "session.hold" and not session_id:
+            # An agent's or the project's hold: any shown row may gain or lose its badge.
+            self.changed |= self.known
+            return bool(self.known)
         if kind == "session.opened":
             self.opened.add(session_id)
         self.changed.add(session_id)
@@ -414,6 +450,7 @@ class SessionListStream:
                     notice = True
         if not (delete or replace or prepend or notice):
             return ""
+        mark_holds(self.project_id, replace + prepend)
         prepend.sort(key=lambda s: (getattr(s, key_field), str(s.pk)), reverse=descending)
         return render_to_string(
             f"{LIST_PAGE}#live-rows",
@@ -444,6 +481,10 @@ class ProjectConsumer(LiveListConsumer):
     session_events = LiveListConsumer.changed
     session_lifecycle = LiveListConsumer.changed
     session_opened = LiveListConsumer.changed
+    # Retention's changes: a row compacted (its badge), deleted (it goes), held or released.
+    session_compacted = LiveListConsumer.changed
+    session_deleted = LiveListConsumer.changed
+    session_hold = LiveListConsumer.changed
 
     async def connect(self) -> None:
         await super().connect()

@@ -8,6 +8,7 @@ from django.db.models.functions import Coalesce
 
 from core.models import Project
 from handoffs_app.models import ACTIVE_STATUSES, Handoff
+from retention_app.queries import held_session_ids
 from sessions_app.models import Session
 from sessions_app.queries import SessionFilters, filter_sessions, pause_annotations
 from tasks_app.models import TaskSession
@@ -65,3 +66,11 @@ def session_rows(project: Project, filters: SessionListFilters) -> QuerySet[Sess
         pending = pending_handoff_expression()
         qs = qs.filter(pending if filters.has_handoff else ~pending)
     return qs.annotate(has_task=has_task_flag(), **pause_annotations())
+
+
+def mark_holds(project_id: int, sessions: list[Session]) -> None:
+    """Set `on_hold` on each of `sessions` (the list's rows): whether a legal hold stands over
+    it (its own, its agent's or the project's). One query for the page."""
+    held = held_session_ids(project_id, sessions)
+    for session in sessions:
+        session.on_hold = str(session.pk) in held  # type: ignore[attr-defined]

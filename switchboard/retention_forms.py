@@ -1,5 +1,6 @@
-"""The retention page's forms: the policy (durations in days, blank = never; agent overrides as
-JSON in seconds, as the API takes them) and a legal hold."""
+"""The retention page's forms: the policy (durations in days, blank = never), its agent
+overrides (one form per agent: a duration in hours or days, or "never"; a blank one keeps the
+project's value), and a legal hold."""
 
 import json
 from decimal import Decimal
@@ -42,12 +43,6 @@ class PolicyForm(forms.Form):
     keep_tags = forms.CharField(
         label="…or carry one of these tags (comma-separated)", required=False, max_length=2000
     )
-    agents = forms.CharField(
-        label="Agent overrides (JSON: agent name → only the fields it sets, in seconds)",
-        required=False,
-        widget=forms.Textarea(attrs={"rows": 3}),
-        max_length=20000,
-    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -72,23 +67,11 @@ class PolicyForm(forms.Form):
         }
         initial["keep_outcomes"] = document["keep_outcomes"]
         initial["keep_tags"] = ", ".join(document["keep_tags"])
-        initial["agents"] = json.dumps(document["agents"]) if document["agents"] else ""
         return cls(initial=initial)
 
-    def clean_agents(self) -> dict[str, Any]:
-        raw = self.cleaned_data.get("agents") or ""
-        if not raw.strip():
-            return {}
-        try:
-            value = json.loads(raw)
-        except ValueError as exc:
-            raise forms.ValidationError(f"not JSON: {exc}") from None
-        if not isinstance(value, dict):
-            raise forms.ValidationError("an object: agent name → fields")
-        return value
-
-    def document(self) -> dict[str, Any]:
-        """The policy as services.policies.save_policy takes it (seconds)."""
+    def document(self, agents: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The policy as services.policies.save_policy takes it (seconds), with the agent
+        overrides given (AgentOverrideFormSet.overrides)."""
         data = self.cleaned_data
         body: dict[str, Any] = {
             name: None if data.get(name) is None else int(data[name] * DAY_SECONDS)
@@ -98,8 +81,181 @@ class PolicyForm(forms.Form):
         body["keep_tags"] = [
             t.strip() for t in (data.get("keep_tags") or "").split(",") if t.strip()
         ]
-        body["agents"] = data.get("agents") or {}
+        body["agents"] = agents or {}
         return body
+
+
+def human(name: str, value: Any) -> str:
+    """A policy field's value as the read-only page shows it ("7 days", "36 hours", "never")."""
+    if name in KEPT_FIELDS:
+        return ", ".join(value) or "—"
+    if value is None:
+        return "never"
+    number, unit = _in_unit(int(value))
+    return f"{number} {unit.removesuffix('s') if number == '1' else unit}"
+
+
+# An override's duration: a number and its unit, or "never" (blank number: the project's value).
+UNITS = {"hours": 3600, "days": DAY_SECONDS}
+UNIT_CHOICES = [("days", "days"), ("hours", "hours"), ("never", "never")]
+# An override's other fields (keep_outcomes, keep_tags) are not edited here but kept as they are.
+KEPT_FIELDS = ("keep_outcomes", "keep_tags")
+
+
+def _in_unit(seconds: int) -> tuple[str, str]:
+    """Seconds as (number, unit): whole days as days, anything else as hours."""
+    if seconds % DAY_SECONDS == 0:
+        return str(seconds // DAY_SECONDS), "days"
+    hours = Decimal(seconds) / 3600
+    return format(hours.quantize(Decimal("0.001")), "f").rstrip("0").rstrip(".") or "0", "hours"
+
+
+class AgentOverrideForm(forms.Form):
+    """One agent's override: the agent (one of the project's), and each duration it sets."""
+
+    agent = forms.ChoiceField(
+        label="Agent",
+        required=False,
+        error_messages={"invalid_choice": "%(value)s is not an agent of this project."},
+    )
+    kept = forms.CharField(required=False, widget=forms.HiddenInput, max_length=20000)
+
+    def __init__(self, *args: Any, agents: list[str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        agent_field = self.fields["agent"]
+        assert isinstance(agent_field, forms.ChoiceField)
+        agent_field.choices = [("", "— choose an agent —")] + [(n, n) for n in agents or []]
+        for name in DURATION_FIELDS:
+            self.fields[name] = forms.DecimalField(
+                label=LABELS[name].removesuffix(" (days)"),
+                required=False,
+                min_value=Decimal("0.001"),
+                max_digits=9,
+                decimal_places=3,
+                error_messages={
+                    "min_value": "must be more than 0 (leave it blank to keep the project's value)"
+                },
+                widget=forms.NumberInput(attrs={"step": "any", "placeholder": "project's"}),
+            )
+            self.fields[f"{name}_unit"] = forms.ChoiceField(
+                label=f"{LABELS[name].removesuffix(' (days)')}: unit",
+                choices=UNIT_CHOICES,
+                initial="days",
+            )
+
+    @classmethod
+    def initial_for(cls, agent: str, fields_set: dict[str, Any]) -> dict[str, Any]:
+        initial: dict[str, Any] = {"agent": agent}
+        for name in DURATION_FIELDS:
+            if name not in fields_set:
+                continue
+            if fields_set[name] is None:
+                initial[f"{name}_unit"] = "never"
+            else:
+                initial[name], initial[f"{name}_unit"] = _in_unit(fields_set[name])
+        kept = {k: v for k, v in fields_set.items() if k in KEPT_FIELDS}
+        initial["kept"] = json.dumps(kept) if kept else ""
+        return initial
+
+    def duration_rows(self) -> list[tuple[forms.BoundField, forms.BoundField]]:
+        """(number, unit) for each duration, in the page's order (the template's grid)."""
+        return [(self[name], self[f"{name}_unit"]) for name in DURATION_FIELDS]
+
+    def clean_kept(self) -> dict[str, Any]:
+        raw = self.cleaned_data.get("kept") or ""
+        try:
+            value = json.loads(raw) if raw.strip() else {}
+        except ValueError:
+            value = None
+        if not isinstance(value, dict) or any(k not in KEPT_FIELDS for k in value):
+            raise forms.ValidationError("the override's other fields were altered; reload")
+        return value
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("DELETE"):
+            return data
+        set_fields = self.fields_set()
+        if not data.get("agent"):
+            if set_fields and not self.errors:
+                self.add_error("agent", "Choose the agent this override is for.")
+        elif not set_fields and not self.errors:
+            self.add_error(None, "Set at least one duration, or remove this override.")
+        return data
+
+    def fields_set(self) -> dict[str, Any]:
+        """The fields this override sets, in seconds (None: never)."""
+        data = self.cleaned_data
+        out: dict[str, Any] = {}
+        for name in DURATION_FIELDS:
+            unit = data.get(f"{name}_unit") or "days"
+            value = data.get(name)
+            if unit == "never":
+                out[name] = None
+            elif value is not None:
+                out[name] = int(value * UNITS[unit])
+        out.update(data.get("kept") or {})
+        return out
+
+
+class BaseAgentOverrideFormSet(forms.BaseFormSet):
+    def clean(self) -> None:
+        if any(self.errors):
+            return
+        seen: set[str] = set()
+        for form in self.forms:
+            if not hasattr(form, "cleaned_data") or form.cleaned_data.get("DELETE"):
+                continue
+            agent = form.cleaned_data.get("agent")
+            if agent and agent in seen:
+                raise forms.ValidationError(f"Agent {agent} has two overrides: keep one.")
+            if agent:
+                seen.add(agent)
+
+    def overrides(self) -> dict[str, dict[str, Any]]:
+        """agent name -> the fields its override sets (seconds), as save_policy takes them."""
+        out: dict[str, dict[str, Any]] = {}
+        for form in self.forms:
+            data = form.cleaned_data
+            if data.get("DELETE") or not data.get("agent"):
+                continue
+            out[data["agent"]] = form.fields_set()
+        return out
+
+    def errors_as_sentences(self) -> list[str]:
+        messages = [str(e) for e in self.non_form_errors()]
+        for form in self.forms:
+            if not form.errors:
+                continue
+            who = form.data.get(form.add_prefix("agent")) or "new override"
+            for name, errors in form.errors.items():
+                label = form.fields[name].label if name in form.fields else None
+                for error in errors:
+                    text = f"{label}: {error}" if label else str(error)
+                    messages.append(f"Override for {who}: {text}")
+        return messages
+
+
+AgentOverrideFormSet = forms.formset_factory(
+    AgentOverrideForm, formset=BaseAgentOverrideFormSet, extra=1, can_delete=True
+)
+OVERRIDES_PREFIX = "agents"
+
+
+def override_formset(
+    agents: list[str], document: dict[str, Any] | None = None, data: Any = None
+) -> BaseAgentOverrideFormSet:
+    """The page's override forms: bound to `data` (a POST), or showing `document`'s overrides
+    (and one blank form to add one)."""
+    if data is not None:
+        return AgentOverrideFormSet(data, prefix=OVERRIDES_PREFIX, form_kwargs={"agents": agents})
+    initial = [
+        AgentOverrideForm.initial_for(name, fields_set)
+        for name, fields_set in (document or {}).get("agents", {}).items()
+    ]
+    return AgentOverrideFormSet(
+        initial=initial, prefix=OVERRIDES_PREFIX, form_kwargs={"agents": agents}
+    )
 
 
 class HoldForm(forms.Form):

@@ -15,10 +15,10 @@ from core.actors import Actor
 from core.errors import InvalidInput, NotFound
 from core.models import Membership, Role
 from core.pages import base_context, form_errors, project_for
-from retention_app.models import LegalHold, RunJob
+from retention_app.models import POLICY_FIELDS, LegalHold
 from retention_app.queries import events_freed_per_day, recent_runs, standing_holds
 from retention_app.services.holds import lift_hold, place_hold
-from retention_app.services.jobs import run_job_for_project
+from retention_app.services.jobs import JobsUnavailable, request_runs
 from retention_app.services.policies import (
     parse_policy,
     policies_from,
@@ -28,7 +28,15 @@ from retention_app.services.policies import (
 )
 from retention_app.services.preview import preview
 from sessions_app.models import Agent, Session
-from switchboard.retention_forms import HoldForm, LiftForm, PolicyForm
+from switchboard.retention_forms import (
+    LABELS,
+    BaseAgentOverrideFormSet,
+    HoldForm,
+    LiftForm,
+    PolicyForm,
+    human,
+    override_formset,
+)
 
 TEMPLATE = "switchboard/retention.html"
 
@@ -50,13 +58,38 @@ def live_context(project_id: int) -> dict[str, Any]:
     }
 
 
+def _agent_names(project_id: int) -> list[str]:
+    return list(
+        Agent.objects.filter(project_id=project_id).order_by("name").values_list("name", flat=True)
+    )
+
+
+def _problem_sentence(key: str, problem: str) -> str:
+    """A problem parse_policy names by key ("agents.bot.delete_after") as a sentence."""
+    parts = key.split(".")
+    if parts[0] == "agents" and len(parts) >= 3:
+        name = ".".join(parts[1:-1])
+        label = LABELS.get(parts[-1], parts[-1]).removesuffix(" (days)")
+        return f"Override for {name}: {label}: {problem}"
+    if parts[0] == "agents" and len(parts) == 2:
+        return f"Override for {parts[1]}: {problem}"
+    return f"{LABELS.get(key, key)}: {problem}"
+
+
 def _page(request: HttpRequest, membership: Membership, **extra: Any) -> dict[str, Any]:
     project = membership.project
     document = policy_document(project_policies(project))
     context = base_context(request, membership, "retention")
+    overrides = extra.pop("overrides", None) or override_formset(_agent_names(project.pk), document)
     context.update(
         {
             "policy": document,
+            "overrides": overrides,
+            "policy_rows": [(name, human(name, document[name])) for name in POLICY_FIELDS],
+            "agent_rules": [
+                (agent, [(name, human(name, value)) for name, value in fields_set.items()])
+                for agent, fields_set in document["agents"].items()
+            ],
             "form": extra.pop("form", None) or PolicyForm.for_policy(document),
             "hold_form": extra.pop("hold_form", None) or HoldForm(),
             "ws_url": f"/ws/projects/{project.pk}/retention/",
@@ -81,10 +114,15 @@ def retention_policy(request: HttpRequest, project_id: int) -> HttpResponse:
     membership = project_for(request, project_id, Role.ADMIN)
     project = membership.project
     form = PolicyForm(request.POST)
-    if not form.is_valid():
-        context = _page(request, membership, form=form, errors=form_errors(form))
+    overrides: BaseAgentOverrideFormSet = override_formset(
+        _agent_names(project.pk), data=request.POST
+    )
+    form_ok, overrides_ok = form.is_valid(), overrides.is_valid()
+    if not (form_ok and overrides_ok):
+        errors = form_errors(form) + overrides.errors_as_sentences()
+        context = _page(request, membership, form=form, overrides=overrides, errors=errors)
         return render(request, TEMPLATE, context, status=400)
-    document = form.document()
+    document = form.document(overrides.overrides())
     try:
         if request.POST.get("action") == "save":
             save_policy(project, document, actor=Actor.for_user(request.user))  # type: ignore[arg-type]
@@ -93,29 +131,38 @@ def retention_policy(request: HttpRequest, project_id: int) -> HttpResponse:
         parsed = parse_policy(project, document)
     except InvalidInput as refused:
         problems = refused.detail if isinstance(refused.detail, dict) else {}
-        errors = [f"{field}: {problem}" for field, problem in problems.items()]
-        context = _page(request, membership, form=form, errors=errors or [refused.message])
+        errors = [_problem_sentence(key, problem) for key, problem in problems.items()]
+        context = _page(
+            request, membership, form=form, overrides=overrides, errors=errors or [refused.message]
+        )
         return render(request, TEMPLATE, context, status=400)
     result = preview(project, policies_from(parsed), now=timezone.now())
-    context = _page(request, membership, form=form, preview=result.as_dict()["would"])
+    context = _page(
+        request,
+        membership,
+        form=form,
+        overrides=overrides,
+        preview=result.as_dict()["would"],
+        preview_overrides=sorted(document["agents"]),
+    )
     return render(request, TEMPLATE, context)
 
 
 @require_POST
 @login_required
 def retention_run(request: HttpRequest, project_id: int) -> HttpResponse:
-    """Run both jobs over this project now, in this request (bounded batches)."""
+    """Queue both jobs over this project on the workers (the runs appear queued, then running,
+    then finished, live); a broker that refuses them gets a message, not an error page."""
     membership = project_for(request, project_id, Role.ADMIN)
     trigger = Actor.for_user(request.user).label  # type: ignore[arg-type]
-    done = []
-    for job in (RunJob.ENFORCE, RunJob.COMPACT):
-        run = run_job_for_project(job, membership.project_id, trigger=trigger)
-        if run is not None:
-            done.append(
-                f"{job}: {run.closed} closed, {run.archived} archived, {run.compacted} "
-                f"compacted, {run.deleted} deleted, {run.events_freed} events freed"
-            )
-    messages.success(request, "Ran now. " + "; ".join(done))
+    try:
+        request_runs(membership.project_id, trigger=trigger)
+    except JobsUnavailable as refused:
+        messages.error(request, refused.message)
+    else:
+        messages.success(
+            request, "Retention queued: both jobs run on the workers; the runs below update live."
+        )
     return redirect("dashboard:retention", membership.project_id)
 
 

@@ -62,7 +62,7 @@ from switchboard.forms import (
     ReasonForm,
     SessionFilterForm,
 )
-from switchboard.queries import session_rows
+from switchboard.queries import mark_holds, session_rows
 
 SESSIONS_PER_PAGE = 50
 
@@ -138,6 +138,7 @@ def session_list(request: HttpRequest, project_id: int) -> HttpResponse:
         limit=SESSIONS_PER_PAGE,
         sort=sort,
     )
+    mark_holds(project.pk, sessions)
     live_params = request.GET.copy()
     live_params["view"] = "sessions"
     context.update(

@@ -14,22 +14,22 @@ compacted range (410). The fork's own events compact like any session's.
 """
 
 from dataclasses import dataclass
-from typing import Any
 
 from django.db import transaction
 from django.db.models import Min
+from django.utils import timezone
 
 from core.actors import Actor
 from core.domain_events import publish
 from core.services.audit import record_audit
-from sessions_app.models import Session, Snapshot
+from sessions_app.models import Session
 from sessions_app.retention import allow_event_deletion
 from sessions_app.services.state import content_hash, state_at
 
 from .. import storage
 from ..domain_events import SessionCompacted
 from ..models import Compaction, RetentionRun
-from ..summarisers import summariser
+from ..summarisers import deterministic_summary, summariser, summary_of_digest
 
 
 class CompactionMismatch(RuntimeError):
@@ -51,26 +51,38 @@ def compaction_boundary(session: Session) -> int:
 
 def compact_locked(session: Session, *, actor: Actor, run: RetentionRun | None = None) -> Compacted:
     """Compact `session`, whose row the caller has locked inside a transaction."""
-    boundary = compaction_boundary(session)
+    # The jobs' selection computed it already (selection._compact_boundary), and no fork can
+    # be made of the session while its row is locked.
+    selected = getattr(session, "_boundary", None)
+    boundary = compaction_boundary(session) if selected is None else int(selected)
     after = max(session.own_start_seq, session.compacted_through_seq)
     if boundary <= after:
         return Compacted(None)
     before = state_at(session)
-    previous_summary = before.summary
-    removed_events = storage.transient_events(session.pk, after, boundary)
-    path, summarise = summariser()
-    summary = summarise(previous_summary, removed_events)
     at_boundary = before if boundary == session.head_seq else state_at(session, boundary)
-    snapshot_values: dict[str, Any] = {
-        "state": at_boundary.state,
-        "facts": at_boundary.facts,
-        "summary": summary,
-        "reason": "compaction",
-    }
-    snapshot_values["content_hash"] = content_hash(at_boundary.state, at_boundary.facts, summary)
-    Snapshot.objects.update_or_create(session=session, seq=boundary, defaults=snapshot_values)
+    path, summarise = summariser()
     with allow_event_deletion():
-        count, size = storage.delete_transient_events(session.pk, after, boundary)
+        if summarise is deterministic_summary:
+            # The default summary is made by PostgreSQL while it deletes the range (one
+            # statement; no event row reaches Python).
+            count, size, digest = storage.delete_transient_events_digest(
+                session.pk, after, boundary
+            )
+            summary = summary_of_digest(before.summary, digest)
+        else:
+            # A plugged-in summariser reads the events themselves, before they go.
+            removed_events = storage.transient_events(session.pk, after, boundary)
+            summary = summarise(before.summary, removed_events)
+            count, size = storage.delete_transient_events(session.pk, after, boundary)
+    storage.upsert_compaction_snapshot(
+        session.pk,
+        boundary,
+        state=at_boundary.state,
+        facts=at_boundary.facts,
+        summary=summary,
+        content_hash=content_hash(at_boundary.state, at_boundary.facts, summary),
+        now=timezone.now(),
+    )
     compaction = Compaction(
         project_id=session.project_id,
         session=session,

@@ -109,8 +109,15 @@ def _announce(
         target_id=target_id,
         detail={"scope": hold.scope, "hold": hold.pk, **detail},
     )
-    if hold.session_id:
-        publish(HoldChanged(project_id=hold.project_id, session_id=str(hold.session_id), held=held))
+    publish(
+        HoldChanged(
+            project_id=hold.project_id,
+            session_id=str(hold.session_id) if hold.session_id else "",
+            scope=hold.scope,
+            agent_id=hold.agent_id,
+            held=held,
+        )
+    )
     publish(RetentionChanged(project_id=hold.project_id, what="hold", id=str(hold.pk)))
 
 

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
+from celery import current_app  # type: ignore[import-untyped]
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F
@@ -24,6 +25,7 @@ from django.utils import timezone
 
 from core.actors import Actor
 from core.domain_events import publish
+from core.errors import DomainError
 from core.models import Project
 from core.services.audit import record_audit
 from sessions_app.models import Session, SessionStatus
@@ -33,9 +35,8 @@ from sessions_app.services.lifecycle import transition_locked
 from .. import storage
 from ..domain_events import RetentionChanged, SessionDeleted
 from ..models import RetentionRun, RunJob, RunStatus, SessionTombstone
-from ..selection import Holds, candidates, standing_holds
+from ..selection import ORDER_FIELDS, Holds, after_key, candidates, standing_holds
 from .compaction import compact_locked
-from .holds import session_hold
 from .policies import ProjectPolicies, project_policies
 
 logger = logging.getLogger(__name__)
@@ -80,7 +81,11 @@ class Skip(Exception):
 
 
 def apply_action(action: str, session: Session, *, tally: Tally, run: RetentionRun | None) -> None:
-    """Do `action` to a session whose row the caller holds locked."""
+    """Do `action` to a session whose row the caller holds locked, selected by run_batch.
+
+    Legal holds are not looked up again per session: the batch selected its sessions after
+    taking the project row FOR SHARE, so every hold committed before is excluded by the
+    selection, and a hold being placed waits for the batch's commit (services.holds)."""
     if action in ("close_idle", "close_paused"):
         expected = (
             (SessionStatus.OPEN, SessionStatus.RESUMED)
@@ -98,8 +103,6 @@ def apply_action(action: str, session: Session, *, tally: Tally, run: RetentionR
         transition_locked(session, SessionStatus.ARCHIVED, actor=ACTOR, reason="retention")
         tally.archived += 1
     elif action == "compact":
-        if session_hold(session) is not None:
-            raise Skip
         done = compact_locked(session, actor=ACTOR, run=run)
         if done.compaction is None:
             raise Skip
@@ -107,7 +110,7 @@ def apply_action(action: str, session: Session, *, tally: Tally, run: RetentionR
         tally.events_freed += done.events_removed
         tally.bytes_freed += done.bytes_removed
     elif action == "delete":
-        if session.status != SessionStatus.ARCHIVED or session_hold(session) is not None:
+        if session.status != SessionStatus.ARCHIVED:
             raise Skip
         count, size = delete_session_locked(session, run=run)
         tally.deleted += 1
@@ -120,37 +123,77 @@ def apply_action(action: str, session: Session, *, tally: Tally, run: RetentionR
 def delete_session_locked(session: Session, *, run: RetentionRun | None) -> tuple[int, int]:
     """Delete the whole session (events, snapshots, compactions, links, handoffs); a tombstone
     with the counts and an audit entry remain. The caller holds the row lock."""
-    with allow_event_deletion():
-        count, size = storage.delete_all_events(session.pk)
-    snapshots = storage.delete_session_rows(session.pk)  # snapshots, links, handoffs …
-    SessionTombstone.objects.create(
-        session_id=session.pk,
-        project_id=session.project_id,
-        agent_name=session.agent.name,
-        external_id=session.external_id,
-        title=session.title,
-        created_at=session.created_at,
-        closed_at=session.closed_at,
-        archived_at=session.archived_at,
-        events_deleted=count,
-        snapshots_deleted=snapshots,
-        bytes_deleted=size,
-        run=run,
-    )
-    record_audit(
-        session.project_id,
-        actor=ACTOR,
-        action="session.delete",
-        target_type="session",
-        target_id=session.pk,
-        detail={"events": count, "snapshots": snapshots, "bytes": size},
-    )
-    publish(
-        SessionDeleted(
-            project_id=session.project_id, session_id=str(session.pk), events_deleted=count
-        )
-    )
+    count, size = delete_sessions_locked([session], run=run)[session.pk]
     return count, size
+
+
+def delete_sessions_locked(
+    sessions: list[Session], *, run: RetentionRun | None
+) -> dict[UUID, tuple[int, int]]:
+    """delete_session_locked for several sessions at once: one DELETE of their events and one
+    per dependent table (set-based, where a session at a time cost a dozen statements each),
+    then a tombstone, an audit entry and a SessionDeleted per session. All or nothing: the
+    caller runs it in a savepoint and falls back to one session at a time if it fails.
+    Returns (events, bytes) per session."""
+    ids = [s.pk for s in sessions]
+    with allow_event_deletion():
+        freed = storage.delete_all_events_of(ids)
+    snapshots = storage.delete_sessions_rows(ids)  # snapshots, links, handoffs …
+    SessionTombstone.objects.bulk_create(
+        [
+            SessionTombstone(
+                session_id=session.pk,
+                project_id=session.project_id,
+                agent_name=session.agent.name,
+                external_id=session.external_id,
+                title=session.title,
+                created_at=session.created_at,
+                closed_at=session.closed_at,
+                archived_at=session.archived_at,
+                events_deleted=freed.get(session.pk, (0, 0))[0],
+                snapshots_deleted=snapshots.get(session.pk, 0),
+                bytes_deleted=freed.get(session.pk, (0, 0))[1],
+                run=run,
+            )
+            for session in sessions
+        ]
+    )
+    out: dict[UUID, tuple[int, int]] = {}
+    for session in sessions:
+        count, size = freed.get(session.pk, (0, 0))
+        out[session.pk] = (count, size)
+        record_audit(
+            session.project_id,
+            actor=ACTOR,
+            action="session.delete",
+            target_type="session",
+            target_id=session.pk,
+            detail={"events": count, "snapshots": snapshots.get(session.pk, 0), "bytes": size},
+        )
+        publish(
+            SessionDeleted(
+                project_id=session.project_id, session_id=str(session.pk), events_deleted=count
+            )
+        )
+    return out
+
+
+def _delete_together(sessions: list[Session], *, tally: Tally, run: RetentionRun | None) -> bool:
+    """Delete a batch's archived sessions set-based, in one savepoint; False (nothing done) if
+    that failed, and the batch goes on one session at a time (which records the culprit)."""
+    due = [s for s in sessions if s.status == SessionStatus.ARCHIVED]
+    if len(due) < 2 or len(due) != len(sessions):
+        return False
+    try:
+        with transaction.atomic():
+            freed = delete_sessions_locked(due, run=run)
+    except Exception:  # noqa: BLE001  (retried one by one, where it is recorded)
+        logger.info("retention: set-based delete of %s sessions failed; one at a time", len(due))
+        return False
+    tally.deleted += len(due)
+    tally.events_freed += sum(n for n, _ in freed.values())
+    tally.bytes_freed += sum(size for _, size in freed.values())
+    return True
 
 
 def run_batch(
@@ -163,20 +206,34 @@ def run_batch(
     holds: Holds | None,
     skip: set[UUID],
     run: RetentionRun | None,
+    resume: list[tuple[Any, UUID]] | None = None,
 ) -> tuple[int, Tally]:
-    """One batch in one transaction; returns (sessions locked, what was done)."""
+    """One batch in one transaction; returns (sessions locked, what was done).
+
+    `resume` carries the run's place between batches: ((order value, id) of the last session
+    this run's previous batch took); the batch starts after it and records its own last one.
+    Without it every batch would walk (and sort) the whole remaining selection again."""
     tally = Tally()
     with transaction.atomic():
+        storage.commit_without_waiting_for_flush()
         storage.share_project(project_id)
         current_holds = standing_holds(project_id) if holds is None else holds
+        selected = candidates(project_id, action, now=now, policies=policies, holds=current_holds)
+        if resume:
+            selected = selected.filter(after_key(action, resume[-1]))
         rows = list(
-            candidates(project_id, action, now=now, policies=policies, holds=current_holds)
-            .exclude(pk__in=list(skip))
+            selected.exclude(pk__in=list(skip))
             .select_related("agent")
             .select_for_update(skip_locked=True, of=("self",))[:limit]
         )
+        if resume is not None and rows:
+            resume.append((getattr(rows[-1], ORDER_FIELDS[action]), rows[-1].pk))
         tally.examined = len(rows)
-        for session in rows:
+        if action == "delete" and _delete_together(rows, tally=tally, run=run):
+            rows_left: list[Session] = []
+        else:
+            rows_left = rows
+        for session in rows_left:
             try:
                 with transaction.atomic():
                     apply_action(action, session, tally=tally, run=run)
@@ -205,6 +262,25 @@ def _start_run(project_id: int, job: str, trigger: str, now: datetime) -> Retent
     return run
 
 
+def _take_queued_run(run_id: int, project_id: int, job: str) -> RetentionRun | None:
+    """The run the page queued (request_runs), now running; None if it already finished (the
+    task was delivered again after it was done) or is not this job's."""
+    with transaction.atomic():
+        run = (
+            RetentionRun.objects.select_for_update()
+            .filter(pk=run_id, project_id=project_id, job=job)
+            .first()
+        )
+        if run is None or run.status in (RunStatus.SUCCEEDED, RunStatus.FAILED):
+            return None
+        if run.status == RunStatus.QUEUED:
+            run.status = RunStatus.RUNNING
+            run.started_at = timezone.now()
+            run.save(update_fields=["status", "started_at"])
+            publish(RetentionChanged(project_id=project_id, what="run", id=str(run.pk)))
+    return run
+
+
 def _finish_run(run: RetentionRun) -> RetentionRun:
     with transaction.atomic():
         run.refresh_from_db()
@@ -223,16 +299,25 @@ def run_job_for_project(
     trigger: str = "beat",
     limit: int | None = None,
     max_batches: int | None = None,
+    run_id: int | None = None,
 ) -> RetentionRun | None:
     """Run `job` over one project. A run is recorded when anything was examined or failed,
-    or when a person triggered it (beat's idle ticks leave no rows)."""
+    or when a person triggered it (beat's idle ticks leave no rows). `run_id` names a run
+    queued by request_runs: it is the one recorded (and nothing is done if it already ended)."""
     now = now or timezone.now()
     limit = limit or settings.SWITCHBOARD_RETENTION_BATCH
     max_batches = max_batches or settings.SWITCHBOARD_RETENTION_MAX_BATCHES
     policies = project_policies(project_id)
-    run = _start_run(project_id, job, trigger, now) if trigger != "beat" else None
+    run: RetentionRun | None
+    if run_id is not None:
+        run = _take_queued_run(run_id, project_id, job)
+        if run is None:
+            return None
+    else:
+        run = _start_run(project_id, job, trigger, now) if trigger != "beat" else None
     for action in JOB_ACTIONS[RunJob(job)]:
         skip: set[UUID] = set()
+        resume: list[tuple[Any, UUID]] = []
         for _ in range(max_batches):
             if run is None:
                 # Beat: look before recording a run (most ticks find nothing).
@@ -248,10 +333,65 @@ def run_job_for_project(
                 holds=None,
                 skip=skip,
                 run=run,
+                resume=resume,
             )
             if locked < limit:
                 break
     return _finish_run(run) if run is not None else None
+
+
+TASK_NAMES = {
+    RunJob.ENFORCE: "retention_app.enforce_retention",
+    RunJob.COMPACT: "retention_app.compact_sessions",
+}
+
+
+class JobsUnavailable(DomainError):
+    """The broker refused the jobs: nothing will run them (the runs are marked failed)."""
+
+    status = 503
+    code = "jobs_unavailable"
+
+
+def request_runs(project_id: int, *, trigger: str) -> list[RetentionRun]:
+    """Queue both jobs over one project on the retention queue (the tasks beat runs, scoped
+    to the project), each with a `queued` run recorded first so the page shows it at once;
+    the worker that takes the task runs it under that run (running, then finished).
+
+    The broker is asked after the runs commit (a worker must find them). If it refuses,
+    the runs are marked failed with the reason and JobsUnavailable is raised."""
+    with transaction.atomic():
+        runs = [
+            RetentionRun.objects.create(
+                project_id=project_id, job=job, trigger=trigger, status=RunStatus.QUEUED
+            )
+            for job in (RunJob.ENFORCE, RunJob.COMPACT)
+        ]
+        for run in runs:
+            publish(RetentionChanged(project_id=project_id, what="run", id=str(run.pk)))
+    try:
+        for run in runs:
+            current_app.send_task(
+                TASK_NAMES[RunJob(run.job)],
+                kwargs={"project_ids": [project_id], "trigger": trigger, "run_id": run.pk},
+                queue=settings.SWITCHBOARD_RETENTION_QUEUE,
+                retry=False,
+            )
+    except Exception as exc:  # kombu's OperationalError, a refused or unreachable socket …
+        logger.warning("retention jobs not queued for project %s: %r", project_id, exc)
+        with transaction.atomic():
+            for run in runs:
+                updated = RetentionRun.objects.filter(pk=run.pk, status=RunStatus.QUEUED).update(
+                    status=RunStatus.FAILED,
+                    finished_at=timezone.now(),
+                    errors=[{"session_id": "", "action": "queue", "error": "broker unavailable"}],
+                )
+                if updated:
+                    publish(RetentionChanged(project_id=project_id, what="run", id=str(run.pk)))
+        raise JobsUnavailable(
+            "The job queue is unavailable: nothing was run. Try again later."
+        ) from exc
+    return runs
 
 
 def run_job(

@@ -149,4 +149,24 @@
     var question = e.target.getAttribute && e.target.getAttribute("data-confirm");
     if (question && !window.confirm(question)) e.preventDefault();
   });
+
+  // <button data-add-override="PREFIX"> adds one more form of a Django formset from its
+  // <template> (the page already shows one blank form: without this file, add one per save).
+  document.addEventListener("click", function (e) {
+    var button = e.target.closest && e.target.closest("[data-add-override]");
+    if (!button) return;
+    var prefix = button.getAttribute("data-add-override");
+    var total = document.getElementById("id_" + prefix + "-TOTAL_FORMS");
+    var template = document.getElementById("override-template");
+    var list = document.getElementById("overrides");
+    if (!total || !template || !list) return;
+    var index = parseInt(total.value, 10) || 0;
+    var holder = document.createElement("div");
+    holder.innerHTML = template.innerHTML.replace(/__prefix__/g, String(index));
+    var form = holder.firstElementChild;
+    list.appendChild(form);
+    total.value = String(index + 1);
+    var select = form.querySelector("select");
+    if (select) select.focus();
+  });
 })();

@@ -516,7 +516,14 @@ MATRIX: dict[str, Row] = {
             lambda w: RetentionPolicy.objects.filter(project=w.team.project).exists(),
             "retention.policy",
         ),
-        data={"compact_after": "30", "archive_closed_after": "7", "action": "save"},
+        data={
+            "compact_after": "30",
+            "archive_closed_after": "7",
+            "action": "save",
+            # The agent overrides' formset, with no override.
+            "agents-TOTAL_FORMS": "0",
+            "agents-INITIAL_FORMS": "0",
+        },
     ),
     "dashboard:retention_run": Row("post", "admin", ran_now),
     "dashboard:retention_hold": Row(
