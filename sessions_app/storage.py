@@ -18,7 +18,7 @@ from uuid import UUID
 import psycopg
 from django.db import connection
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import BooleanField, F, Field, Func, JSONField
+from django.db.models import BooleanField, F, Field, Func, JSONField, TextField
 from django.db.models.sql.compiler import SQLCompiler
 
 from core.storage import column, column_name, concrete_field, instance_from_row, select_list, table
@@ -618,3 +618,67 @@ class EventTextMatch(Func):
             f" AND sb_m.text <> '' AND {match.format('sb_m')}))"
         )
         return sql, (*head_params, *id_params, *head_params, self.text, *id_params, self.text)
+
+
+# Marks around each match in a search snippet (ts_headline's StartSel/StopSel): characters of
+# Unicode's private use area, which people's text does not hold, so the reader splits the
+# snippet on them and escapes every piece itself (ts_headline escapes nothing). Text that does
+# hold one only gets a wrong highlight, never markup.
+HEADLINE_START = "\ue000"
+HEADLINE_STOP = "\ue001"
+HEADLINE_OPTIONS = (
+    f"StartSel={HEADLINE_START}, StopSel={HEADLINE_STOP}, MaxWords=24, MinWords=10,"
+    ' ShortWord=2, MaxFragments=2, FragmentDelimiter=" … "'
+)
+
+
+class EventTextHeadline(Func):
+    """The outer session's newest own event text matching `text`, as a ts_headline snippet
+    (matches between HEADLINE_START and HEADLINE_STOP), or NULL when none matches.
+
+    Read the way EventTextMatch's walk reads: the newest SEARCH_WINDOW events by primary key
+    first (a long session holding the term answers there), else one event the search index
+    finds for this session. A select-list expression: PostgreSQL computes it for the rows the
+    page returns, after the LIMIT, not for every session the search walked.
+    """
+
+    output_field = TextField()
+
+    def __init__(self, text: str) -> None:
+        super().__init__(F("pk"), F("head_seq"))
+        self.text = text
+
+    def as_sql(
+        self,
+        compiler: SQLCompiler,
+        connection: BaseDatabaseWrapper,
+        function: str | None = None,
+        template: str | None = None,
+        arg_joiner: str | None = None,
+        **extra_context: Any,
+    ) -> tuple[str, tuple[str | int, ...]]:
+        (id_sql, id_params), (head_sql, head_params) = (
+            compiler.compile(expression) for expression in self.get_source_expressions()
+        )
+        events = table(Event)
+        match = "to_tsvector('simple', {0}.text) @@ plainto_tsquery('simple', %s)"
+        headline = "ts_headline('simple', {0}.text, plainto_tsquery('simple', %s), %s)"
+        sql = (
+            f"COALESCE((SELECT {headline.format('sb_hw')} FROM {events} sb_hw"
+            f" WHERE sb_hw.session_id = {id_sql} AND sb_hw.seq > {head_sql} - {SEARCH_WINDOW}"
+            f" AND sb_hw.text <> '' AND {match.format('sb_hw')}"
+            " ORDER BY sb_hw.seq DESC LIMIT 1),"
+            f" (SELECT {headline.format('sb_hm')} FROM {events} sb_hm"
+            f" WHERE ARRAY[sb_hm.session_id] @> ARRAY[{id_sql}]"
+            f" AND sb_hm.text <> '' AND {match.format('sb_hm')} LIMIT 1))"
+        )
+        params = (
+            *(self.text, HEADLINE_OPTIONS),
+            *id_params,
+            *head_params,
+            self.text,
+            *(self.text, HEADLINE_OPTIONS),
+            *id_params,
+            self.text,
+        )
+        return sql, params
