@@ -285,38 +285,10 @@ def sessions_matching_text(
     )
 
 
-def search_snippet(text: str) -> storage.EventTextHeadline:
-    """An annotation: the outer session's matching text around the words of `text`, as
-    ts_headline marks it (read it with `snippet_parts`); NULL when no own event matches."""
-    return storage.EventTextHeadline(text)
-
-
-@dataclass(frozen=True)
-class SnippetPart:
-    text: str
-    match: bool  # one of the searched words, to highlight
-
-
-def snippet_parts(headline: str | None) -> list[SnippetPart]:
-    """A search snippet as plain text pieces, the matches flagged: the template escapes each
-    piece and wraps the matches in <mark>, so no text of the event is ever taken as markup."""
-    if not headline:
-        return []
-    parts: list[SnippetPart] = []
-    for index, chunk in enumerate(headline.split(storage.HEADLINE_START)):
-        if index == 0:
-            if chunk:
-                parts.append(SnippetPart(chunk, False))
-            continue
-        matched, stop, rest = chunk.partition(storage.HEADLINE_STOP)
-        if not stop:  # an opening mark with no close: the text held one itself
-            parts.append(SnippetPart(matched, False))
-            continue
-        if matched:
-            parts.append(SnippetPart(matched, True))
-        if rest:
-            parts.append(SnippetPart(rest.replace(storage.HEADLINE_STOP, ""), False))
-    return parts
+def matching_text(text: str) -> storage.EventMatchingText:
+    """An annotation: the text of the outer session's newest own event matching `text` (NULL
+    when none does), for a search snippet (sessions_app.snippets)."""
+    return storage.EventMatchingText(text)
 
 
 # Sort options of the sessions list: (field, descending). Each is served by an index that

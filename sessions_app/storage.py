@@ -620,26 +620,18 @@ class EventTextMatch(Func):
         return sql, (*head_params, *id_params, *head_params, self.text, *id_params, self.text)
 
 
-# Marks around each match in a search snippet (ts_headline's StartSel/StopSel): characters of
-# Unicode's private use area, which people's text does not hold, so the reader splits the
-# snippet on them and escapes every piece itself (ts_headline escapes nothing). Text that does
-# hold one only gets a wrong highlight, never markup.
-HEADLINE_START = "\ue000"
-HEADLINE_STOP = "\ue001"
-HEADLINE_OPTIONS = (
-    f"StartSel={HEADLINE_START}, StopSel={HEADLINE_STOP}, MaxWords=24, MinWords=10,"
-    ' ShortWord=2, MaxFragments=2, FragmentDelimiter=" … "'
-)
+class EventMatchingText(Func):
+    """The text of the outer session's newest own event matching `text` (the search snippet's
+    source; sessions_app.snippets marks the words), or NULL when none matches.
 
-
-class EventTextHeadline(Func):
-    """The outer session's newest own event text matching `text`, as a ts_headline snippet
-    (matches between HEADLINE_START and HEADLINE_STOP), or NULL when none matches.
-
-    Read the way EventTextMatch's walk reads: the newest SEARCH_WINDOW events by primary key
-    first (a long session holding the term answers there), else one event the search index
-    finds for this session. A select-list expression: PostgreSQL computes it for the rows the
-    page returns, after the LIMIT, not for every session the search walked.
+    A short session (head_seq <= SEARCH_WINDOW) asks the search index for its matching events
+    (one probe) and takes the newest. A longer one first reads its newest SEARCH_WINDOW events
+    by primary key, newest first, stopping at the first that matches (the index would read
+    every entry of the term for that session), and only if none does asks the index for any
+    one. OFFSET 0 keeps that window a scan of the primary key: with the text match pushed into
+    it the planner ANDs in the index's bitmap of every event holding the term, a common word's
+    tens of thousands, for each row (bench/dashboard.py: 1.2 s a page). A select-list
+    expression: PostgreSQL computes it for the rows the page returns, after the LIMIT.
     """
 
     output_field = TextField()
@@ -662,22 +654,27 @@ class EventTextHeadline(Func):
         )
         events = table(Event)
         match = "to_tsvector('simple', {0}.text) @@ plainto_tsquery('simple', %s)"
-        headline = "ts_headline('simple', {0}.text, plainto_tsquery('simple', %s), %s)"
+        indexed = (
+            f"SELECT sb_ti.text FROM {events} sb_ti"
+            f" WHERE ARRAY[sb_ti.session_id] @> ARRAY[{id_sql}]"
+            f" AND sb_ti.text <> '' AND {match.format('sb_ti')}"
+        )
         sql = (
-            f"COALESCE((SELECT {headline.format('sb_hw')} FROM {events} sb_hw"
-            f" WHERE sb_hw.session_id = {id_sql} AND sb_hw.seq > {head_sql} - {SEARCH_WINDOW}"
-            f" AND sb_hw.text <> '' AND {match.format('sb_hw')}"
-            " ORDER BY sb_hw.seq DESC LIMIT 1),"
-            f" (SELECT {headline.format('sb_hm')} FROM {events} sb_hm"
-            f" WHERE ARRAY[sb_hm.session_id] @> ARRAY[{id_sql}]"
-            f" AND sb_hm.text <> '' AND {match.format('sb_hm')} LIMIT 1))"
+            f"CASE WHEN {head_sql} > {SEARCH_WINDOW} THEN COALESCE("
+            f"(SELECT sb_tw.text FROM (SELECT sb_w.seq, sb_w.text FROM {events} sb_w"
+            f" WHERE sb_w.session_id = {id_sql} AND sb_w.seq > {head_sql} - {SEARCH_WINDOW}"
+            " AND sb_w.text <> '' ORDER BY sb_w.seq DESC OFFSET 0) sb_tw"
+            f" WHERE {match.format('sb_tw')} LIMIT 1),"
+            f" ({indexed} LIMIT 1))"
+            f" ELSE ({indexed} ORDER BY sb_ti.seq DESC LIMIT 1) END"
         )
         params = (
-            *(self.text, HEADLINE_OPTIONS),
+            *head_params,
             *id_params,
             *head_params,
             self.text,
-            *(self.text, HEADLINE_OPTIONS),
+            *id_params,
+            self.text,
             *id_params,
             self.text,
         )

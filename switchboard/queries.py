@@ -23,8 +23,8 @@ from sessions_app.models import Session
 from sessions_app.queries import (
     SessionFilters,
     filter_sessions,
+    matching_text,
     pause_annotations,
-    search_snippet,
 )
 from tasks_app.models import TaskSession
 
@@ -80,7 +80,8 @@ def first_task_annotation() -> Subquery:
 
 def session_rows(project: Project, filters: SessionListFilters) -> QuerySet[Session]:
     """The sessions list's rows, each annotated with `first_task` (first_task_annotation),
-    with `search_snippet` when searching (sessions_app.queries.search_snippet), and, when
+    with `search_text` and `search_query` when searching (sessions_app.queries.matching_text:
+    the snippet's source), and, when
     paused, with `paused_since` and `pause_reason` (sessions_app.queries.pause_annotations)."""
     qs = filter_sessions(project, filters)
     has_task = filters.has_task
@@ -97,7 +98,8 @@ def session_rows(project: Project, filters: SessionListFilters) -> QuerySet[Sess
         pending = pending_handoff_expression()
         qs = qs.filter(pending if filters.has_handoff else ~pending)
     if filters.q:
-        qs = qs.annotate(search_snippet=search_snippet(filters.q))
+        # The query rides along, so a row renders its snippet alone (page and live push).
+        qs = qs.annotate(search_text=matching_text(filters.q), search_query=Value(filters.q))
     return qs.annotate(first_task=first_task_annotation(), **pause_annotations())
 
 

@@ -5,7 +5,7 @@ from typing import Any
 
 from django import template
 
-from sessions_app.queries import SnippetPart, snippet_parts
+from sessions_app.snippets import SnippetPart, snippet_parts
 from switchboard.context import BudgetUse, budget_use
 
 register = template.Library()
@@ -18,6 +18,8 @@ def session_budget(session: Any) -> BudgetUse | None:
 
 
 @register.filter
-def search_snippet_parts(headline: str | None) -> list[SnippetPart]:
-    """A row's search snippet as pieces, the searched words flagged `match`."""
-    return snippet_parts(headline)
+def search_snippet(session: Any) -> list[SnippetPart]:
+    """A row's search snippet as pieces, the searched words flagged `match` ([] when the
+    list is not searched)."""
+    text = getattr(session, "search_text", None)
+    return snippet_parts(text, session.search_query) if text else []

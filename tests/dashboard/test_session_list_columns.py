@@ -3,12 +3,11 @@ operators asked for): the query that feeds them and the cells they render."""
 
 from decimal import Decimal
 
-import pytest
 from django.urls import reverse
 
 from core.actors import Actor
-from sessions_app.queries import SnippetPart, snippet_parts
-from sessions_app.storage import HEADLINE_START, HEADLINE_STOP
+from sessions_app.snippets import SnippetPart, query_words, snippet_parts
+from sessions_app.storage import SEARCH_WINDOW
 from switchboard.context import budget_use
 from switchboard.queries import SessionListFilters, session_rows
 from tasks_app.services.transitions import transition_task
@@ -137,6 +136,23 @@ def test_a_search_shows_each_rows_matching_text_with_the_words_marked(team):
     assert "search-snippet" not in get(team).content.decode()
 
 
+def test_a_long_sessions_snippet_comes_from_its_newest_match_or_from_an_older_one(team):
+    """Past SEARCH_WINDOW events a session reads its newest window first, then the index."""
+    recent = make_session(team.project, title="Recent match")
+    old = make_session(team.project, title="Old match")
+    append(old, message("The first refund request."))
+    fillers = [message(f"filler line {n}") for n in range(SEARCH_WINDOW + 5)]
+    append(recent, message("An old refund mention."), *fillers, message("A new refund mention."))
+    append(old, *fillers)
+    rows = {
+        s.title: s.search_text for s in session_rows(team.project, SessionListFilters(q="refund"))
+    }
+    assert rows == {
+        "Recent match": "A new refund mention.",
+        "Old match": "The first refund request.",
+    }
+
+
 def test_a_snippet_escapes_the_events_text_and_marks_only_matches(team):
     hostile = make_session(team.project, title="Hostile")
     # PostgreSQL's parser drops whole tags (<b>…</b>) from a headline, but not markup it does
@@ -153,28 +169,39 @@ def test_a_snippet_escapes_the_events_text_and_marks_only_matches(team):
     assert 'value="&lt;b&gt;refund&lt;/b&gt;"' in page
 
 
-@pytest.mark.parametrize(
-    ("headline", "parts"),
-    [
-        (None, []),
-        ("", []),
-        ("no match here", [SnippetPart("no match here", False)]),
-        (
-            f"a {HEADLINE_START}b{HEADLINE_STOP} c {HEADLINE_START}d{HEADLINE_STOP}",
-            [
-                SnippetPart("a ", False),
-                SnippetPart("b", True),
-                SnippetPart(" c ", False),
-                SnippetPart("d", True),
-            ],
-        ),
-        # A mark the text held itself (no pair): plain text, never an unclosed highlight.
-        (f"x {HEADLINE_START}y", [SnippetPart("x ", False), SnippetPart("y", False)]),
-        (
-            f"{HEADLINE_START}a{HEADLINE_STOP}b{HEADLINE_STOP}c",
-            [SnippetPart("a", True), SnippetPart("bc", False)],
-        ),
-    ],
-)
-def test_snippet_parts_split_a_headline_into_plain_pieces(headline, parts):
-    assert snippet_parts(headline) == parts
+def test_snippet_parts_mark_the_searched_words_around_the_first_match():
+    text = (
+        "One two three four five six seven eight nine ten eleven twelve: my Refund, "
+        "the refund_id and refunds. Then words thirteen fourteen fifteen sixteen seventeen "
+        "eighteen nineteen twenty and more words after the end of the snippet."
+    )
+    parts = snippet_parts(text, "REFUND")
+    assert parts[0] == SnippetPart("… six seven eight nine ten eleven twelve: my ", False)
+    assert parts[1] == SnippetPart("Refund", True)  # the word as written, matched lowercased
+    assert parts[2] == SnippetPart(", the ", False)
+    assert parts[3] == SnippetPart("refund", True)  # "_" separates words, as in PostgreSQL
+    assert [p.text for p in parts if p.match] == ["Refund", "refund"]  # not "refunds"
+    assert parts[-1].text.endswith(" …") and "snippet" not in "".join(p.text for p in parts)
+
+
+def test_snippet_parts_keep_a_short_text_whole_and_collapse_whitespace():
+    assert snippet_parts("Where is\n\n my refund?", "refund") == [
+        SnippetPart("Where is my ", False),
+        SnippetPart("refund", True),
+        SnippetPart("?", False),
+    ]
+    assert snippet_parts(None, "refund") == [] and snippet_parts("", "x") == []
+    # No searched word in the text (a match PostgreSQL found through another form): the start.
+    assert snippet_parts("Nothing marked here.", "refund") == [
+        SnippetPart("Nothing marked here.", False)
+    ]
+
+
+def test_query_words_are_the_words_of_the_query_without_tags():
+    assert query_words("<b>Refund</b> two-week, order_id") == {
+        "refund",
+        "two",
+        "week",
+        "order",
+        "id",
+    }
