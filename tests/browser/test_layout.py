@@ -32,6 +32,13 @@ PAGES = {
 }
 
 
+# What sticks out past the window's right edge (outside any scrolling box): the failure's hint.
+WIDEST = """() => [...document.querySelectorAll('body *')]
+  .filter(el => el.getBoundingClientRect().right > window.innerWidth + 0.5
+    && !el.closest('.table-scroll'))
+  .slice(0, 5).map(el => el.tagName + '.' + el.className + ' ' + el.getBoundingClientRect().right)"""
+
+
 @pytest.fixture
 def demo():
     """The demo project (sessions of every status, tasks, handoffs waiting), plus rows with
@@ -73,7 +80,7 @@ def test_main_pages_never_scroll_sideways_at_1024_and_390(demo, live_url, page, 
             )
             screenshot(f"layout-{name}-{width}")
             if scroll_width > inner_width:
-                overflowing.append((name, width, scroll_width, inner_width))
+                overflowing.append((name, width, scroll_width, inner_width, page.evaluate(WIDEST)))
     assert overflowing == []
 
 

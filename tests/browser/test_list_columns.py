@@ -79,7 +79,7 @@ def test_search_results_show_the_matching_text_escaped_with_the_words_marked(
     expect(page.locator("tr.session-row")).to_have_count(2)
 
     snippet = page.locator(f"#session-row-{plain.pk} .search-snippet")
-    expect(snippet).to_have_text("Where is my refund? It has been two weeks")
+    expect(snippet).to_have_text("Where is my refund? It has been two weeks.")
     expect(snippet.locator("mark")).to_have_text(["refund"])
     hostile_snippet = page.locator(f"#session-row-{hostile.pk} .search-snippet")
     expect(hostile_snippet.locator("mark")).to_have_text(["refund"])
