@@ -66,8 +66,9 @@ LIVE_MAX_ROWS = 200
 # Project-wide changes are collected for this long and rendered once (one query per flush,
 # however many events the project's agents append meanwhile).
 PROJECT_FLUSH_SECONDS = 0.5
-# Task events that change what the sessions list's task column shows (state, links).
-TASK_COLUMN_EVENTS = ("task.created", "task.transition", "task.links")
+# Task events that change what the sessions list's task column shows (state, links): the
+# task services send these to the project's sessions group too (tasks_app.domain_events).
+TASK_COLUMN_EVENTS = ("task.transition", "task.links")
 
 
 # --- One session ----------------------------------------------------------------------------
@@ -482,9 +483,7 @@ class ProjectConsumer(LiveListConsumer):
     async def connect(self) -> None:
         await super().connect()
         stream = getattr(self, "stream", None)
-        if not self.joined:
-            return
-        if isinstance(stream, OverviewStream):
+        if self.joined and isinstance(stream, OverviewStream):
             # The overview also counts handoffs and lists waiting and stuck tasks.
             await self.join(
                 [
@@ -492,9 +491,6 @@ class ProjectConsumer(LiveListConsumer):
                     project_list_group(stream.project_id, "tasks"),
                 ]
             )
-        elif isinstance(stream, SessionListStream):
-            # The list's task column: the linked tasks' states and links.
-            await self.join([project_list_group(stream.project_id, "tasks")])
 
     async def other_event(self, message: dict[str, Any]) -> None:
         stream = getattr(self, "stream", None)
