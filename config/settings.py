@@ -401,6 +401,9 @@ SWITCHBOARD_SNAPSHOT_EVERY = env_int("SWITCHBOARD_SNAPSHOT_EVERY", 200)
 # takes its own, so a snapshot never lags the log by more than that many intervals.
 SWITCHBOARD_SNAPSHOT_IN_BACKGROUND = env_bool("SWITCHBOARD_SNAPSHOT_IN_BACKGROUND", True)
 SWITCHBOARD_SNAPSHOT_BACKLOG = env_int("SWITCHBOARD_SNAPSHOT_BACKLOG", 32)
+# The overview calls a task stuck when a step of it failed for good, waits past its deadline,
+# or has run (or waited for its retry) this many minutes without an update.
+SWITCHBOARD_TASK_STUCK_MINUTES = env_int("SWITCHBOARD_TASK_STUCK_MINUTES", 30)
 
 
 # Retention: the policy of a project that has not saved one (seconds; None = never).

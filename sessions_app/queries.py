@@ -375,6 +375,12 @@ def sessions_matching_text(
     )
 
 
+def matching_text(text: str) -> storage.EventMatchingText:
+    """An annotation: the text of the outer session's newest own event matching `text` (NULL
+    when none does), for a search snippet (sessions_app.snippets)."""
+    return storage.EventMatchingText(text)
+
+
 # Sort options of the sessions list: (field, descending). Each is served by an index that
 # leads with `project` (session_project_created / session_project_updated, walked either way)
 # and paginated by keyset on (field, id), never OFFSET.

@@ -18,7 +18,7 @@ from uuid import UUID
 import psycopg
 from django.db import connection
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import BooleanField, F, Field, Func, JSONField
+from django.db.models import BooleanField, F, Field, Func, JSONField, TextField
 from django.db.models.sql.compiler import SQLCompiler
 
 from core.storage import column, column_name, concrete_field, instance_from_row, select_list, table
@@ -618,3 +618,64 @@ class EventTextMatch(Func):
             f" AND sb_m.text <> '' AND {match.format('sb_m')}))"
         )
         return sql, (*head_params, *id_params, *head_params, self.text, *id_params, self.text)
+
+
+class EventMatchingText(Func):
+    """The text of the outer session's newest own event matching `text` (the search snippet's
+    source; sessions_app.snippets marks the words), or NULL when none matches.
+
+    A short session (head_seq <= SEARCH_WINDOW) asks the search index for its matching events
+    (one probe) and takes the newest. A longer one first reads its newest SEARCH_WINDOW events
+    by primary key, newest first, stopping at the first that matches (the index would read
+    every entry of the term for that session), and only if none does asks the index for any
+    one. OFFSET 0 keeps that window a scan of the primary key: with the text match pushed into
+    it the planner ANDs in the index's bitmap of every event holding the term, a common word's
+    tens of thousands, for each row (bench/dashboard.py: 1.2 s a page). A select-list
+    expression: PostgreSQL computes it for the rows the page returns, after the LIMIT.
+    """
+
+    output_field = TextField()
+
+    def __init__(self, text: str) -> None:
+        super().__init__(F("pk"), F("head_seq"))
+        self.text = text
+
+    def as_sql(
+        self,
+        compiler: SQLCompiler,
+        connection: BaseDatabaseWrapper,
+        function: str | None = None,
+        template: str | None = None,
+        arg_joiner: str | None = None,
+        **extra_context: Any,
+    ) -> tuple[str, tuple[str | int, ...]]:
+        (id_sql, id_params), (head_sql, head_params) = (
+            compiler.compile(expression) for expression in self.get_source_expressions()
+        )
+        events = table(Event)
+        match = "to_tsvector('simple', {0}.text) @@ plainto_tsquery('simple', %s)"
+        indexed = (
+            f"SELECT sb_ti.text FROM {events} sb_ti"
+            f" WHERE ARRAY[sb_ti.session_id] @> ARRAY[{id_sql}]"
+            f" AND sb_ti.text <> '' AND {match.format('sb_ti')}"
+        )
+        sql = (
+            f"CASE WHEN {head_sql} > {SEARCH_WINDOW} THEN COALESCE("
+            f"(SELECT sb_tw.text FROM (SELECT sb_w.seq, sb_w.text FROM {events} sb_w"
+            f" WHERE sb_w.session_id = {id_sql} AND sb_w.seq > {head_sql} - {SEARCH_WINDOW}"
+            " AND sb_w.text <> '' ORDER BY sb_w.seq DESC OFFSET 0) sb_tw"
+            f" WHERE {match.format('sb_tw')} LIMIT 1),"
+            f" ({indexed} LIMIT 1))"
+            f" ELSE ({indexed} ORDER BY sb_ti.seq DESC LIMIT 1) END"
+        )
+        params = (
+            *head_params,
+            *id_params,
+            *head_params,
+            self.text,
+            *id_params,
+            self.text,
+            *id_params,
+            self.text,
+        )
+        return sql, params

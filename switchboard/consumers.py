@@ -51,11 +51,12 @@ from switchboard.context import (
     linked_tasks,
     moment_at,
     overview_live_context,
+    overview_tasks_context,
     session_header_context,
     timeline,
 )
 from switchboard.forms import EventLogForm, MomentForm, SessionFilterForm
-from switchboard.queries import mark_holds, session_rows
+from switchboard.queries import mark_holds, session_rows, sessions_linked_to
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +69,9 @@ LIVE_MAX_ROWS = 200
 # Project-wide changes are collected for this long and rendered once (one query per flush,
 # however many events the project's agents append meanwhile).
 PROJECT_FLUSH_SECONDS = 0.5
+# Task events that change what the sessions list's task column shows (state, links): the
+# task services send these to the project's sessions group too (tasks_app.domain_events).
+TASK_COLUMN_EVENTS = ("task.transition", "task.links")
 
 
 # --- One session ----------------------------------------------------------------------------
@@ -309,31 +313,45 @@ class SessionConsumer(LiveConsumer):
 @dataclass
 class OverviewStream:
     """Pushes the overview's status counts, waiting queue and recent changes (replaced whole)
-    after sessions open or change status. The events chart polls over HTTP instead."""
+    after sessions open or change status or a handoff moves, and its tasks card after a task
+    changes. The events chart polls over HTTP instead (and the tasks card too, once a minute:
+    a task becomes stuck by the clock alone)."""
 
     user: Any
     project_id: int
+    parts: set[str] = field(default_factory=set)  # "sessions" and/or "tasks", since the flush
 
     def note(self, kind: str, session_id: str) -> bool:
-        return kind in ("session.opened", "session.lifecycle") or kind.startswith("handoff.")
+        if kind in ("session.opened", "session.lifecycle") or kind.startswith("handoff."):
+            self.parts.add("sessions")
+        elif kind.startswith("task."):
+            self.parts.add("tasks")
+        else:
+            return False
+        return True
 
     def take(self) -> tuple[set[str], set[str]]:
-        return set(), set()
+        """The parts to render (called on the event loop, not the thread)."""
+        taken, self.parts = self.parts, set()
+        return taken, set()
 
-    def flush(self, changed: set[str], opened: set[str]) -> str:
+    def flush(self, parts: set[str], opened: set[str]) -> str:
         try:
             membership = require_role(self.user, self.project_id)
         except DomainError:
             raise AccessLost from None
-        context = {
-            "project": membership.project,
-            **overview_live_context(membership.project),
-            "oob": True,
-        }
-        return "".join(
-            render_to_string(f"{OVERVIEW_PAGE}#{name}", context)
-            for name in ("status-counts", "handoffs-waiting", "waiting", "recent-changes")
-        )
+        project = membership.project
+        frames = []
+        if "sessions" in parts:
+            context = {"project": project, **overview_live_context(project), "oob": True}
+            frames += [
+                render_to_string(f"{OVERVIEW_PAGE}#{name}", context)
+                for name in ("status-counts", "handoffs-waiting", "waiting", "recent-changes")
+            ]
+        if "tasks" in parts:
+            context = {"project": project, **overview_tasks_context(project), "oob": True}
+            frames.append(render_to_string(f"{OVERVIEW_PAGE}#tasks-attention", context))
+        return "".join(frames)
 
 
 @dataclass
@@ -390,6 +408,8 @@ class SessionListStream:
         return not self.form.cleaned_data.get("cursor")
 
     def note(self, kind: str, session_id: str) -> bool:
+        """A session's change, or (ids prefixed "task:" / "linked:") a linked task's: see
+        `note_task`."""
         if kind == "session.hold" and not session_id:
             # An agent's or the project's hold: any shown row may gain or lose its badge.
             self.changed |= self.known
@@ -398,6 +418,19 @@ class SessionListStream:
             self.opened.add(session_id)
         self.changed.add(session_id)
         return True
+
+    def note_task(self, event: dict[str, Any]) -> list[str]:
+        """The ids to note for a task event that moves the rows' task column: the task (its
+        state; the shown sessions linked to it are looked up when rendering) and the sessions
+        a link change names. None for the others (steps, signals): the column shows no step."""
+        if event.get("type") not in TASK_COLUMN_EVENTS:
+            return []
+        task_id = str(event.get("task_id", ""))
+        ids = [f"task:{task_id}"] if _is_uuid(task_id) else []
+        for session_id in [*(event.get("linked") or []), *(event.get("unlinked") or [])]:
+            if _is_uuid(str(session_id)):
+                ids.append(f"linked:{session_id}")
+        return ids
 
     def take(self) -> tuple[set[str], set[str]]:
         """The sessions noted since the last flush (called on the event loop, not the thread)."""
@@ -412,16 +445,22 @@ class SessionListStream:
             return False
         return self.last_key is None or not before(self.last_key, key)
 
-    def flush(self, ids: set[str], opened: set[str]) -> str:
+    def flush(self, noted: set[str], opened: set[str]) -> str:
         try:
             membership = require_role(self.user, self.project_id)
         except DomainError:
             raise AccessLost from None
         key_field, descending = SESSION_SORTS[self.sort]
+        ids = {i for i in noted if ":" not in i}
+        # Sessions whose linked task changed (state, links): their sort keys did not move.
+        task_ids = {i.removeprefix("task:") for i in noted if i.startswith("task:")}
+        in_place = {i.removeprefix("linked:") for i in noted if i.startswith("linked:")}
+        in_place |= sessions_linked_to(task_ids, among=self.known)
+        in_place -= ids
         matching = {
             str(s.pk): s
             for s in session_rows(membership.project, self.form.to_filters())
-            .filter(pk__in=list(ids))
+            .filter(pk__in=list(ids | in_place))
             .select_related("agent")
         }
         delete: list[str] = []
@@ -448,6 +487,16 @@ class SessionListStream:
                     self.known.add(session_id)
                 elif self._in_window((getattr(item, key_field), session_id)):
                     notice = True
+        for session_id in in_place:
+            item = matching.get(session_id)
+            if session_id in self.known:
+                if item is None:
+                    delete.append(session_id)
+                    self.known.discard(session_id)
+                else:
+                    replace.append(item)
+            elif item is not None and self._in_window((getattr(item, key_field), session_id)):
+                notice = True  # now matches a task filter
         if not (delete or replace or prepend or notice):
             return ""
         mark_holds(self.project_id, replace + prepend)
@@ -488,12 +537,21 @@ class ProjectConsumer(LiveListConsumer):
 
     async def connect(self) -> None:
         await super().connect()
-        # The overview also counts handoffs: it hears the queue's group too.
-        if isinstance(getattr(self, "stream", None), OverviewStream) and self.joined:
-            await self.join([project_list_group(self.stream.project_id, "handoffs")])
+        stream = getattr(self, "stream", None)
+        if self.joined and isinstance(stream, OverviewStream):
+            # The overview also counts handoffs and lists waiting and stuck tasks.
+            await self.join(
+                [
+                    project_list_group(stream.project_id, "handoffs"),
+                    project_list_group(stream.project_id, "tasks"),
+                ]
+            )
 
     async def other_event(self, message: dict[str, Any]) -> None:
-        if isinstance(getattr(self, "stream", None), OverviewStream) and str(
-            message.get("type", "")
-        ).startswith("handoff."):
+        stream = getattr(self, "stream", None)
+        kind = str(message.get("type", ""))
+        if isinstance(stream, OverviewStream) and kind.startswith(("handoff.", "task.")):
             await self.changed(message)
+        elif isinstance(stream, SessionListStream) and kind.startswith("task."):
+            for noted in stream.note_task(message):
+                await self.changed({"type": kind, self.id_field: noted})

@@ -13,6 +13,7 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import urlencode
 
+from django.conf import settings
 from django.core.cache import cache
 from django.db import connection
 from django.utils import timezone
@@ -35,7 +36,7 @@ from sessions_app.queries import (
     waiting_sessions,
 )
 from sessions_app.services.state import FoldedState, state_at
-from tasks_app.queries import TaskAsOf, tasks_as_of, tasks_for_session
+from tasks_app.queries import TaskAsOf, tasks_as_of, tasks_for_session, tasks_needing_attention
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +60,19 @@ def overview_live_context(project: Project) -> dict[str, Any]:
         "oldest_wait": waiting[0].paused_since if waiting else None,
         "recent_changes": recent_session_changes(project),
         "handoff_counts": queue_counts(project),
+    }
+
+
+def overview_tasks_context(project: Project) -> dict[str, Any]:
+    """The overview's tasks card: tasks waiting on a signal and tasks stuck
+    (tasks_app.queries.tasks_needing_attention; stuck after SWITCHBOARD_TASK_STUCK_MINUTES
+    without progress)."""
+    stuck_minutes = settings.SWITCHBOARD_TASK_STUCK_MINUTES
+    return {
+        "attention": tasks_needing_attention(
+            project, now=timezone.now(), stuck_after=timedelta(minutes=stuck_minutes)
+        ),
+        "stuck_minutes": stuck_minutes,
     }
 
 
@@ -162,6 +176,45 @@ def usage_bars(
         level = "over" if used > limit else "near" if ratio >= Decimal("0.8") else ""
         bars.append(BudgetBar(label, used, limit, min(int(ratio * 100), 100), level))
     return bars
+
+
+@dataclass
+class BudgetUse:
+    """The sessions list's budget cell: the limit closest to (or furthest past) its end."""
+
+    percent: int  # the bar's fill, 0-100
+    used_percent: int  # as said in words; past 100 once exceeded
+    level: str  # "" | "near" | "over", as BudgetBar
+    description: str  # every limit in words, for the cell's title
+
+
+def budget_use(session: Session) -> BudgetUse | None:
+    """None for a session without a budget. From the row alone (no query)."""
+    bars = budget_bars(session)
+    if not bars:
+        return None
+
+    def used_ratio(bar: BudgetBar) -> Decimal:
+        if bar.limit:
+            return Decimal(bar.used) / Decimal(bar.limit)
+        return Decimal(1 if bar.used else 0)
+
+    worst = max(bars, key=lambda bar: (bar.level == "over", used_ratio(bar)))
+    return BudgetUse(
+        percent=worst.percent,
+        used_percent=int(used_ratio(worst) * 100),
+        level=worst.level,
+        description="; ".join(
+            f"{bar.label}: {_amount(bar.used)} of {_amount(bar.limit)}"
+            f"{' (exceeded)' if bar.level == 'over' else ''}"
+            for bar in bars
+        ),
+    )
+
+
+def _amount(value: Any) -> str:
+    """Tokens as a whole number, a cost to the cent: "12,000", "4.25"."""
+    return f"{value:,.2f}" if isinstance(value, Decimal) else f"{value:,}"
 
 
 MAX_FORKS_SHOWN = 20

@@ -50,6 +50,7 @@ from switchboard.context import (
     inspector_context,
     moment_at,
     overview_live_context,
+    overview_tasks_context,
     session_header_context,
     session_page_context,
     timeline,
@@ -105,8 +106,16 @@ def overview(request: HttpRequest, project_id: int) -> HttpResponse:
             "switchboard/overview.html#events-chart",
             {"project": project, "chart": events_chart(project)},
         )
+    if htmx_partial_for(request, "tasks-attention"):
+        # Polled every minute: a task becomes stuck by the clock, with no event to push.
+        return render(
+            request,
+            "switchboard/overview.html#tasks-attention",
+            {"project": project, **overview_tasks_context(project)},
+        )
     context = base_context(request, membership, "overview")
     context.update(overview_live_context(project))
+    context.update(overview_tasks_context(project))
     request.handoff_counts = context["handoff_counts"]  # type: ignore[attr-defined]  (the nav's)
     context["chart"] = events_chart(project)
     context["ws_url"] = f"/ws/projects/{project.pk}/?view=overview"

@@ -33,6 +33,11 @@ class TaskTransitioned(TaskEvent):
     to_state: str = ""
     version: int = 0
 
+    def groups(self) -> list[str]:
+        # The sessions list shows each session's linked task's state: it hears transitions
+        # and links (few), never steps or signals.
+        return [*super().groups(), project_list_group(self.project_id, "sessions")]
+
     def payload(self) -> dict[str, object]:
         body = super().payload()
         body["from"] = body.pop("from_state")
@@ -62,3 +67,7 @@ class TaskLinksChanged(TaskEvent):
     type = "task.links"
     linked: list[str] = field(default_factory=list)
     unlinked: list[str] = field(default_factory=list)
+
+    def groups(self) -> list[str]:
+        # The sessions list's task column and its "with a task" filter (see TaskTransitioned).
+        return [*super().groups(), project_list_group(self.project_id, "sessions")]

@@ -2,11 +2,11 @@
 
 import copy
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
 
-from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
+from django.db.models import Count, Exists, OuterRef, Prefetch, Q, QuerySet
 
 from core.cursors import decode_cursor, encode_cursor
 from core.models import Project
@@ -319,3 +319,87 @@ def _apply_step_row(step: Step, row: TaskHistory, agent: Any) -> None:
             step.finished_at = row.created_at
     elif requested == StepStatus.SKIPPED:
         step.finished_at = row.created_at
+
+
+# --- Tasks needing attention (the overview) ------------------------------------------------
+
+
+@dataclass
+class AttentionStep:
+    """A step that makes its task waiting or stuck, with why and since when."""
+
+    step: Step  # with .task and .task.workflow
+    reason: str  # "waiting" | "failed" | "overdue" | "no_progress" | "retry_due"
+    since: datetime
+
+
+@dataclass
+class TasksNeedingAttention:
+    waiting: list[AttentionStep]  # one per task, the longest wait first
+    stuck: list[AttentionStep]  # one per task, stuck the longest first
+    waiting_count: int  # tasks
+    stuck_count: int  # tasks
+
+
+def _stuck_steps(now: datetime, stuck_after: timedelta) -> Q:
+    """A step that holds its (unfinished) task up with nobody moving it on: failed for good,
+    waiting past its deadline, or running, or due a retry, with no update for `stuck_after`."""
+    quiet = Q(updated_at__lt=now - stuck_after)
+    return (
+        Q(status=StepStatus.FAILED)
+        | Q(status=StepStatus.WAITING, wait_deadline__lt=now)
+        | (Q(status=StepStatus.RUNNING) & quiet)
+        | (Q(status=StepStatus.PENDING, attempts__gt=0) & quiet)
+    )
+
+
+def _waiting_steps(now: datetime) -> Q:
+    """A step waiting on a signal, within its deadline (past it, the step is stuck)."""
+    return Q(status=StepStatus.WAITING) & ~Q(wait_deadline__lt=now)
+
+
+def _why(step: Step, now: datetime) -> tuple[str, datetime]:
+    if step.status == StepStatus.FAILED:
+        return "failed", step.finished_at or step.updated_at
+    if step.status == StepStatus.WAITING:
+        overdue = step.wait_deadline is not None and step.wait_deadline < now
+        return ("overdue" if overdue else "waiting"), step.updated_at
+    if step.status == StepStatus.PENDING:
+        return "retry_due", step.updated_at
+    return "no_progress", step.updated_at
+
+
+def tasks_needing_attention(
+    project: Project | int, *, now: datetime, stuck_after: timedelta, limit: int = 5
+) -> TasksNeedingAttention:
+    """The project's unfinished tasks with a step waiting (`waiting`) or holding it up
+    (`stuck`: _stuck_steps), `limit` of each, and how many tasks there are of each. Three
+    queries, over the steps of unfinished tasks only (a finished task's failed step is history).
+    """
+    steps = Step.objects.filter(task__project=project, task__finished_at__isnull=True)
+    stuck_q, waiting_q = _stuck_steps(now, stuck_after), _waiting_steps(now)
+    counts = steps.aggregate(
+        waiting=Count("task", distinct=True, filter=waiting_q),
+        stuck=Count("task", distinct=True, filter=stuck_q),
+    )
+
+    def first_per_task(condition: Q) -> list[AttentionStep]:
+        # A few extra rows so that several steps of one task still leave `limit` tasks.
+        rows = (
+            steps.filter(condition)
+            .select_related("task__workflow")
+            .order_by("updated_at", "id")[: limit * 3]
+        )
+        chosen: dict[Any, AttentionStep] = {}
+        for step in rows:
+            if step.task_id not in chosen and len(chosen) < limit:
+                reason, since = _why(step, now)
+                chosen[step.task_id] = AttentionStep(step=step, reason=reason, since=since)
+        return list(chosen.values())
+
+    return TasksNeedingAttention(
+        waiting=first_per_task(waiting_q),
+        stuck=first_per_task(stuck_q),
+        waiting_count=counts["waiting"],
+        stuck_count=counts["stuck"],
+    )

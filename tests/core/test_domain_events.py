@@ -118,7 +118,12 @@ def test_task_changes_are_one_row_each_relayed_to_the_task_and_the_tasks_list(pr
     new = rows()[before:]
     assert [m.type for m in new] == ["task.transition", "task.step"]
     assert all(m.relayed_at is not None for m in new)
-    assert all(m.groups == [f"task-{task.pk}", f"project-{project.pk}-tasks"] for m in new)
+    task_groups = [f"task-{task.pk}", f"project-{project.pk}-tasks"]
+    # A transition also reaches the sessions list (a linked task's state); a step does not.
+    assert [m.groups for m in new] == [
+        [*task_groups, f"project-{project.pk}-sessions"],
+        task_groups,
+    ]
     transition, step = (m.payload for m in new)
     assert (transition["from"], transition["to"], transition["task_id"]) == (
         "draft_created",

@@ -91,8 +91,8 @@ def test_it_keeps_the_overview_cheap(team, session, django_assert_max_num_querie
     clear_cache()
     # Sign-in (2), membership (1), projects menu (1), GROUP BY status (1), waiting (1),
     # recent changes (2), events per minute (1), handoff counts (1, shared with the
-    # navigation): nothing grows with the data.
-    with django_assert_max_num_queries(10):
+    # navigation), tasks waiting and stuck (3: counts, each list): nothing grows with the data.
+    with django_assert_max_num_queries(13):
         assert client.get(url).status_code == 200
 
 
@@ -112,3 +112,43 @@ def test_waiting_for_a_human_shows_each_pause_reason_and_how_long_it_has_waited(
     assert "&lt;b&gt;needs&lt;/b&gt; a refund approval" in rows[0]
     assert "3\xa0hours, 5\xa0minutes" in rows[0]
     assert "No reason given" in rows[1] and "7\xa0minutes" in rows[1]
+
+
+def test_it_shows_waiting_and_stuck_tasks_next_to_the_waiting_sessions(team):
+    from tasks_app.services.steps import update_step
+    from tests.factories import make_task
+
+    ops = Actor.system("t")
+    waits = make_task(team.project, external_id="<i>doc-7</i>")
+    update_step(waits, "review", status="waiting", actor=ops, waiting_on="review_decision")
+    stuck = make_task(team.project, "research_report", external_id="scan-1")
+    for _ in range(3):
+        update_step(stuck, "research", status="running", actor=ops)
+        update_step(
+            stuck, "research", status="failed", actor=ops, error={"type": "paywall", "message": ""}
+        )
+    page = overview(team).content.decode()
+    grid = page[page.index('<div class="grid cols-2">') :]
+    assert grid.index('<section id="waiting"') < grid.index('<section id="tasks-attention"')
+    card = grid[grid.index('<section id="tasks-attention"') :]
+    card = card[: card.index("</section>")]
+    assert '<strong class="warn">1</strong> waiting on a signal' in card
+    assert '<strong class="bad">1</strong> stuck' in card
+    waiting = card[card.index('class="data attention-table waiting-tasks"') :]
+    assert f'href="/tasks/{waits.pk}/"' in waiting and "&lt;i&gt;doc-7&lt;/i&gt;" in waiting
+    assert "<code>review_decision</code>" in waiting
+    assert '<span class="status task-state">draft created</span>' in waiting
+    stuck_rows = card[card.index('class="data attention-table stuck-tasks"') :]
+    stuck_rows = stuck_rows[: stuck_rows.index("</table>")]
+    assert f'href="/tasks/{stuck.pk}/"' in stuck_rows
+    assert "failed after 3 attempts: paywall" in stuck_rows
+    assert str(waits.pk) not in stuck_rows
+
+
+def test_the_tasks_card_polls_itself_as_a_partial(team):
+    page = overview(team).content.decode()
+    assert "No task is waiting or stuck." in page
+    response = overview(team, headers={"HX-Request": "true", "HX-Target": "tasks-attention"})
+    body = response.content.decode()
+    assert body.lstrip().startswith('<section id="tasks-attention"')
+    assert 'hx-trigger="every 60s"' in body and "<h1>" not in body

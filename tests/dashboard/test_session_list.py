@@ -70,18 +70,18 @@ def test_it_filters_by_linked_task(team, session):
     factories.make_task(team.project, session_ids=[str(session.pk)])
     assert titles(get(team, has_task="yes")) == ["Refund for order 4411"]
     assert titles(get(team, has_task="no")) == ["Alone"]
-    # Unfiltered, the list has its Task column and marks the linked row.
+    # Unfiltered, the list has its Task column and shows the linked row's task state.
     response = get(team)
-    assert {s.title: s.has_task for s in response.context["sessions"]} == {
+    assert {s.title: bool(s.first_task) for s in response.context["sessions"]} == {
         "Refund for order 4411": True,
         "Alone": False,
     }
     page = response.content.decode()
     assert '<th scope="col">Task</th>' in page
     row = page.split(f'id="session-row-{session.pk}"', 1)[1].split("</tr>", 1)[0]
-    assert '<span class="badge">task</span>' in row
+    assert ">draft created</a>" in row
     row = page.split(f'id="session-row-{alone.pk}"', 1)[1].split("</tr>", 1)[0]
-    assert '<span class="badge">task</span>' not in row
+    assert "task-state" not in row
 
 
 @pytest.mark.parametrize("sort", ["-created", "created", "-updated", "updated"])

@@ -1,6 +1,7 @@
 """Each live list of a project has its own group (core.realtime.project_list_group): the tasks
-list never hears of appended events or lifecycle changes, the sessions list never hears of
-task changes, and each still hears its own.
+list never hears of appended events or lifecycle changes, the sessions list hears of tasks only
+what its task column shows (transitions and links, never steps or creations), and each still
+hears its own.
 
 Not only "renders nothing" (a consumer ignores events it has no handler for anyway): a spy on
 LiveConsumer.dispatch records every group message that reaches a consumer at all. Real commits
@@ -98,7 +99,9 @@ def test_the_tasks_list_hears_nothing_of_sessions_and_still_hears_its_tasks(team
     assert [kind for consumer, kind in reached if consumer == "TaskListConsumer"] == ["task.step"]
 
 
-def test_the_sessions_list_hears_nothing_of_tasks_and_still_hears_its_sessions(team, reached):
+def test_the_sessions_list_hears_only_task_states_and_links_and_still_hears_its_sessions(
+    team, reached
+):
     session = make_session(team.project, title="Shown on the list")
     task = make_task(team.project)
     cookie = cookie_for(team.viewer)
@@ -107,10 +110,14 @@ def test_the_sessions_list_hears_nothing_of_tasks_and_still_hears_its_sessions(t
         ws = socket(f"/ws/projects/{team.project.pk}/?view=sessions", cookie)
         assert (await ws.connect())[0]
         await sync_to_async(update_step)(task, "draft", status="running", actor=AGENT)
-        await sync_to_async(transition_task)(task, "sent_for_review", actor=AGENT)
         await sync_to_async(create_task)(team.project, workflow="document_approval", actor=AGENT)
+        # A transition reaches it (a linked row's task column), and renders nothing here: no
+        # row shown is linked to the task.
+        await sync_to_async(transition_task)(task, "sent_for_review", actor=AGENT)
         assert await ws.receive_nothing(timeout=QUIET)
-        assert [kind for consumer, kind in reached if consumer == "ProjectConsumer"] == []
+        assert [kind for consumer, kind in reached if consumer == "ProjectConsumer"] == [
+            "task.transition"
+        ]
 
         # Its own changes come through: events appended to a shown session.
         await sync_to_async(append)(session, 2)
@@ -120,5 +127,6 @@ def test_the_sessions_list_hears_nothing_of_tasks_and_still_hears_its_sessions(t
 
     async_to_sync(scenario)()
     assert [kind for consumer, kind in reached if consumer == "ProjectConsumer"] == [
-        "session.events"
+        "task.transition",
+        "session.events",
     ]

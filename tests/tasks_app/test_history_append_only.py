@@ -53,7 +53,8 @@ def test_it_announces_a_transition_to_the_task_and_task_list_groups_after_commit
     sent = [item for item in sent if item not in audit]
     assert sent == [
         (
-            [f"task-{task.pk}", f"project-{project.pk}-tasks"],
+            # The sessions list too: it shows a linked task's state.
+            [f"task-{task.pk}", f"project-{project.pk}-tasks", f"project-{project.pk}-sessions"],
             {
                 "type": "task.transition",
                 "from": "draft_created",

@@ -1,0 +1,101 @@
+"""At 1024 px and at phone width (390 px) every main page stays usable: the page as a whole
+never scrolls sideways (a wide table scrolls inside its own container instead). Each page is
+also screenshotted at 1440, 1024 and 390 px (test-artifacts/layout-<page>-<width>.png)."""
+
+import io
+
+import pytest
+from django.core.management import call_command
+from playwright.sync_api import expect
+
+from core.models import Project
+from sessions_app.services.events import EventDraft
+from tests.browser.conftest import sign_in
+from tests.dashboard.conftest import append
+from tests.factories import make_session, make_task
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+WIDTHS = (1440, 1024, 390)
+PAGES = {
+    "overview": "/p/{p}/",
+    "sessions": "/p/{p}/sessions/",
+    "sessions-search": "/p/{p}/sessions/?q=refund",
+    "tasks": "/p/{p}/tasks/",
+    "handoffs": "/p/{p}/handoffs/",
+    "retention": "/p/{p}/retention/",
+    "settings": "/p/{p}/settings/",
+    "members": "/p/{p}/members/",
+    "keys": "/p/{p}/keys/",
+    "audit": "/p/{p}/audit/",
+    "webhooks": "/p/{p}/webhooks/",
+}
+
+
+# What sticks out past the window's right edge (outside any scrolling box): the failure's hint.
+WIDEST = """() => [...document.querySelectorAll('body *')]
+  .filter(el => el.getBoundingClientRect().right > window.innerWidth + 0.5
+    && !el.closest('.table-scroll'))
+  .slice(0, 5).map(el => el.tagName + '.' + el.className + ' ' + el.getBoundingClientRect().right)"""
+
+
+@pytest.fixture
+def demo():
+    """The demo project (sessions of every status, tasks, handoffs waiting), plus rows with
+    long unbroken text, the kind that pushes a table wider than a phone."""
+    call_command("seed_demo", "--force", "--long-log", "30", stdout=io.StringIO())
+    project = Project.objects.get(name="demo")
+    long = make_session(
+        project,
+        agent="an-agent-with-a-rather-long-name",
+        title="A-title-with-no-spaces-at-all-" * 4,
+        external_id="ext-" + "x" * 90,
+        budget_max_tokens=1000,
+    )
+    append(
+        long,
+        EventDraft(
+            kind="message",
+            role="user",
+            content={"text": "refund " + "verylongwordwithoutanybreak" * 8},
+            tokens=900,
+        ),
+    )
+    make_task(project, external_id="task-" + "y" * 80, session_ids=[str(long.pk)])
+    return project
+
+
+def test_main_pages_never_scroll_sideways_at_1024_and_390(demo, live_url, page, screenshot):
+    sign_in(page, live_url, "admin", "switchboard-admin")
+    overflowing = []
+    for name, path in PAGES.items():
+        url = live_url + path.format(p=demo.pk)
+        for width in WIDTHS:
+            page.set_viewport_size({"width": width, "height": 900})
+            page.goto(url)
+            expect(page.locator("main h1, main h2").first).to_be_visible()
+            page.wait_for_load_state("networkidle")
+            scroll_width, inner_width = page.evaluate(
+                "[document.documentElement.scrollWidth, window.innerWidth]"
+            )
+            screenshot(f"layout-{name}-{width}")
+            if scroll_width > inner_width:
+                overflowing.append((name, width, scroll_width, inner_width, page.evaluate(WIDEST)))
+    assert overflowing == []
+
+
+def test_a_wide_table_scrolls_inside_its_container_at_phone_width(demo, live_url, page):
+    sign_in(page, live_url, "admin", "switchboard-admin")
+    page.set_viewport_size({"width": 390, "height": 900})
+    page.goto(f"{live_url}/p/{demo.pk}/sessions/")
+    box = page.locator(".results .table-scroll")
+    expect(box).to_be_visible()
+    scroll_width, client_width, overflow = box.evaluate(
+        "el => [el.scrollWidth, el.clientWidth, getComputedStyle(el).overflowX]"
+    )
+    assert overflow == "auto" and scroll_width > client_width  # the table scrolls, in its box
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    # The navigation stays reachable: every link of the main menu is on screen.
+    for link in page.locator(".mainnav a").all():
+        link_box = link.bounding_box()
+        assert link_box and link_box["x"] >= 0 and link_box["x"] + link_box["width"] <= 390
