@@ -117,6 +117,24 @@ def _append_in_one_statement(
     return events
 
 
+def _checked_content_size(content: dict[str, object], position: int) -> int:
+    """The content's size as compact JSON (ASCII-escaped, as the limit has always counted),
+    after check_storable(content): one encoding serves both for the usual content (a batch
+    of 100 encoded it twice, a tenth of its server time)."""
+    try:
+        dumped = json.dumps(content, ensure_ascii=False, separators=(",", ":"))
+        dumped.encode("utf-8")  # a lone surrogate fails here
+        suspect = "\\u0000" in dumped  # a NUL (or a text spelling its escape: the walk tells)
+    except (TypeError, ValueError, UnicodeEncodeError):
+        suspect = True
+    if suspect:
+        check_storable(content, field="content", index=position)  # raises, naming the field
+        dumped = json.dumps(content, separators=(",", ":"))
+    if dumped.isascii():
+        return len(dumped)
+    return len(json.dumps(content, separators=(",", ":")))
+
+
 def append_events(
     session: Session,
     drafts: Sequence[EventDraft],
@@ -138,9 +156,9 @@ def append_events(
         validate_draft(draft, system=False)
         # The API's schemas refuse these first; this keeps any other caller's text from
         # reaching psycopg (a UnicodeEncodeError) or PostgreSQL (a DataError quoting SQL).
-        for name in ("content", "role", "idempotency_key"):
+        for name in ("role", "idempotency_key"):
             check_storable(getattr(draft, name), field=name, index=position)
-        size = len(json.dumps(draft.content, separators=(",", ":")))
+        size = _checked_content_size(draft.content, position)
         if size > limit:
             raise PayloadTooLarge(
                 f"Event {position} has {size} bytes of content; the limit is {limit}.",
