@@ -8,6 +8,7 @@ bound parameters. Services call these functions; nothing above this module write
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
@@ -256,6 +257,32 @@ def _cast(field: Field[Any, Any]) -> str:
     return "::numeric" if db_type.startswith("numeric") else f"::{db_type}"
 
 
+@functools.cache
+def _one_statement_fields() -> list[Field[Any, Any]]:
+    return [f for f in Event._meta.concrete_fields if f.attname != "seq"]
+
+
+@functools.cache
+def _one_statement_sql(count: int, check_head: bool, agent_write: bool) -> str:
+    """The text of append_in_one_statement for `count` events (built once per shape: it was a
+    few percent of a single-event append, rebuilt from the models' metadata every time)."""
+    fields = _one_statement_fields()
+    row = "(%s, " + ", ".join(f"%s{_cast(f)}" for f in fields) + ")"
+    aliases = ", ".join(f"c{i}" for i in range(len(fields)))
+    values = ", ".join(f"v.c{i}" for i in range(len(fields)))
+    columns = ", ".join(connection.ops.quote_name(column_name(f)) for f in fields)
+    allocate = _allocation_sql(
+        writable_only=True, unbudgeted_only=True, check_head=check_head, agent_write=agent_write
+    )
+    return (
+        f"WITH s AS ({allocate} RETURNING head_seq, status, tokens_used, cost_used),"
+        f" w AS (INSERT INTO {table(Event)} ({column(Event, 'seq')}, {columns})"
+        f" SELECT s.head_seq - %s + v.ord, {values}"
+        f" FROM s CROSS JOIN (VALUES {', '.join([row] * count)}) AS v(ord, {aliases}))"
+        " SELECT head_seq, status, tokens_used, cost_used FROM s"
+    )
+
+
 def append_in_one_statement(
     session_id: Any,
     project_id: int,
@@ -277,8 +304,7 @@ def append_in_one_statement(
     status, tokens_used, cost_used), or None when the WHERE clause refused and nothing was
     written.
     """
-    fields = [f for f in Event._meta.concrete_fields if f.attname != "seq"]
-    row = "(%s, " + ", ".join(f"%s{_cast(f)}" for f in fields) + ")"
+    fields = _one_statement_fields()
     params = _allocation_params(
         session_id,
         project_id,
@@ -293,22 +319,7 @@ def append_in_one_statement(
     for position, event in enumerate(events, start=1):
         params.append(position)
         params.extend(f.get_db_prep_save(getattr(event, f.attname), connection) for f in fields)
-    aliases = ", ".join(f"c{i}" for i in range(len(fields)))
-    values = ", ".join(f"v.c{i}" for i in range(len(fields)))
-    columns = ", ".join(connection.ops.quote_name(column_name(f)) for f in fields)
-    allocate = _allocation_sql(
-        writable_only=True,
-        unbudgeted_only=True,
-        check_head=expected_head_seq is not None,
-        agent_write=agent_write,
-    )
-    sql = (
-        f"WITH s AS ({allocate} RETURNING head_seq, status, tokens_used, cost_used),"
-        f" w AS (INSERT INTO {table(Event)} ({column(Event, 'seq')}, {columns})"
-        f" SELECT s.head_seq - %s + v.ord, {values}"
-        f" FROM s CROSS JOIN (VALUES {', '.join([row] * len(events))}) AS v(ord, {aliases}))"
-        " SELECT head_seq, status, tokens_used, cost_used FROM s"
-    )
+    sql = _one_statement_sql(len(events), expected_head_seq is not None, agent_write)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         result = cursor.fetchone()
