@@ -154,6 +154,13 @@ def main() -> int:
     p.add_argument("--profile", choices=["single", "batch"], action="append", default=[])
     p.add_argument("--profile-seconds", type=float, default=12.0)
     p.add_argument("--workers", type=int, default=ib.DEFAULT_WORKERS)
+    p.add_argument(
+        "--new-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="environment of the new server only (e.g. SWITCHBOARD_WSGI_THREADS=4)",
+    )
     args = p.parse_args()
     roots = {"base": args.baseline_root.resolve(), "new": ROOT}
 
@@ -205,9 +212,16 @@ def main() -> int:
         for label, root in roots.items():
             ib.SERVER_ROOT = root
             port = ib.free_port()
-            servers[label] = ib.Server(
-                args.db, port, workers=args.workers, http=ib.DEFAULT_HTTP, loop=ib.DEFAULT_LOOP
-            )
+            extra = dict(item.split("=", 1) for item in args.new_env) if label == "new" else {}
+            saved = dict(os.environ)
+            os.environ.update(extra)
+            try:
+                servers[label] = ib.Server(
+                    args.db, port, workers=args.workers, http=ib.DEFAULT_HTTP, loop=ib.DEFAULT_LOOP
+                )
+            finally:
+                os.environ.clear()
+                os.environ.update(saved)
         for label, srv in servers.items():
             srv.wait_ready(key, f"/api/v1/sessions/{read_sid}")
             ib.warm_up(srv.port, key, factory, new_session("warm"), read_sid, args.workers)
@@ -306,7 +320,7 @@ def main() -> int:
         f"API before/after, one run, interleaved rounds ({args.rounds} x {args.n} requests per "
         f"op; batches: {max(4, args.n // 6)} per round); read session {head:,} events"
     )
-    print(f"base = {roots['base']}   new = {roots['new']}")
+    print(f"base = {roots['base']}   new = {roots['new']} {' '.join(args.new_env)}")
     print(
         f"load average before {load_before[0]:.2f} {load_before[1]:.2f}, after "
         f"{load_after[0]:.2f} {load_after[1]:.2f} (2 cores, shared)"
