@@ -4,10 +4,11 @@ One short transaction: a single UPDATE … RETURNING on the session row both tak
 allocates the seqs (so they are gap-free under any number of writers), then one multi-row INSERT
 (a COPY for a larger batch) writes the batch (services.log, SQL in sessions_app.storage). Usage
 counters ride in the same UPDATE; snapshots and the live notice follow the commit. The common
-case (a few events, a session without a budget, no enclosing transaction) sends both as one
-statement in its own transaction: one round trip instead of four (BEGIN, UPDATE, INSERT,
-COMMIT). A budgeted session whose budget runs out is paused in the same transaction
-(services.lifecycle), which is why appending sits above lifecycle.
+case (a session without a budget, no enclosing transaction) sends both as one statement in its
+own transaction: one round trip instead of four (BEGIN, UPDATE, INSERT, COMMIT) or five with a
+COPY; a larger batch's rows go in that statement as one JSON array (storage). A budgeted
+session whose budget runs out is paused in the same transaction (services.lifecycle), which is
+why appending sits above lifecycle.
 """
 
 import json
@@ -187,7 +188,7 @@ def append_events(
             return _result(session, drafts, originals, [], session_head=None)
         try:
             written = None
-            if not connection.in_atomic_block and len(fresh) < storage.COPY_FROM_ROWS:
+            if not connection.in_atomic_block:
                 written = _append_in_one_statement(
                     session, fresh, actor=actor, expected_head_seq=expected_head_seq
                 )
