@@ -150,7 +150,9 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=6)
     p.add_argument("--n", type=int, default=60, help="requests per operation per round")
     p.add_argument("--fleet-seconds", type=float, default=5.0)
+    p.add_argument("--fleet-repeats", type=int, default=2)
     p.add_argument("--no-fleet", action="store_true")
+    p.add_argument("--fleet-only", action="store_true", help="only the fleet (no rounds)")
     p.add_argument("--profile", choices=["single", "batch"], action="append", default=[])
     p.add_argument("--profile-seconds", type=float, default=12.0)
     p.add_argument("--workers", type=int, default=ib.DEFAULT_WORKERS)
@@ -237,7 +239,7 @@ def main() -> int:
         singles = ib.append_bodies(factory, args.n * args.rounds, seed=100)
         batches = ib.append_bodies(factory, max(4, args.n // 6) * args.rounds, seed=200, batch=100)
         rng = random.Random(4)
-        for r in range(args.rounds):
+        for r in range(0 if args.fleet_only else args.rounds):
             order = list(servers) if r % 2 == 0 else list(servers)[::-1]
             ats = [rng.randint(1, head) for _ in range(args.n)]
             afters = [rng.randint(0, head - 1000) for _ in range(max(1, args.n // 5))]
@@ -294,7 +296,7 @@ def main() -> int:
         fleet: dict[str, list[dict[str, Any]]] = {lb: [] for lb in servers}
         if not args.no_fleet:
             fbodies = ib.append_bodies(factory, 200, seed=400)
-            for rep in range(2):
+            for rep in range(args.fleet_repeats):
                 for lb in list(servers) if rep == 0 else list(servers)[::-1]:
                     fsids = [new_session(f"fleet {lb} {rep} {i}") for i in range(ib.FLEET_AGENTS)]
                     fleet[lb].append(
@@ -330,7 +332,7 @@ def main() -> int:
         f"{'p50 new/base':>14}{'srv CPU base':>14}{'srv CPU new':>13}{'pg base':>9}{'pg new':>8}"
     )
     rows: dict[str, Any] = {}
-    for op in lat["base"]:
+    for op in lat["base"] if not args.fleet_only else ():
         b, n = lat["base"][op], lat["new"][op]
         bc = [sum(x) / len(x) for x in zip(*cpu["base"][op], strict=True)]
         nc = [sum(x) / len(x) for x in zip(*cpu["new"][op], strict=True)]
@@ -343,7 +345,7 @@ def main() -> int:
             f"{ib.pct(n, 0.95):>10.2f}{ib.pct(n, 0.5) / ib.pct(b, 0.5):>13.2f}x"
             f"{bc[0]:>14.2f}{nc[0]:>13.2f}{bc[1]:>9.2f}{nc[1]:>8.2f}"
         )
-    for op in ("batch100",):
+    for op in ("batch100",) if not args.fleet_only else ():
         b, n = rows[op]["base"]["p50"], rows[op]["new"]["p50"]
         print(f"  batch100 events/s at p50: base {100_000 / b:,.0f}, new {100_000 / n:,.0f}")
     for lb, runs in fleet.items():
