@@ -6,8 +6,9 @@ body, the response start, each body chunk and the closing empty chunk (four bloc
 a small POST, each waiting until the loop is free: behind the after-commit broadcast it has just
 been given, say). Here a request body up to `max_buffered_body` bytes is read on the loop before
 the thread starts, and a response that does not stream (Django's HttpResponse, not a
-StreamingHttpResponse or FileResponse) is collected in the thread and written by the loop once
-the thread is done: the thread never waits for the loop. Larger bodies are read, and streaming
+StreamingHttpResponse or FileResponse) is collected in the thread and handed to the loop whole,
+without waiting: the thread never waits for the loop, and the client has its answer while the
+thread closes the response. Larger bodies are read, and streaming
 responses sent, through a2wsgi's hops as before (the thread holds them for as long as they
 stream, as it did).
 
@@ -17,6 +18,7 @@ database connection, runs in the thread that served the request).
 """
 
 import asyncio
+import concurrent.futures
 import contextvars
 import functools
 import io
@@ -69,15 +71,23 @@ class _Exchange:
         self._start_streaming()
         self._hop({"type": "http.response.body", "body": chunk, "more_body": True})
 
-    def run(self, app: WsgiApp, environ: dict[str, Any]) -> bytes | None:
-        """In the thread: the whole body of a response that does not stream, else None (the
-        response has been streamed from this thread)."""
+    async def _send_whole(self, body: bytes) -> None:
+        await self.send(
+            {"type": "http.response.start", "status": self.status, "headers": self.headers}
+        )
+        await self.send({"type": "http.response.body", "body": body, "more_body": False})
+
+    def run(self, app: WsgiApp, environ: dict[str, Any]) -> concurrent.futures.Future[None] | None:
+        """In the thread: a response that does not stream is handed to the loop whole, without
+        waiting for it to be written (the future says when it is), before the response is
+        closed (Django's request_finished: the client need not wait for it); a streaming one is
+        sent from here, chunk by chunk (None)."""
         iterable = app(environ, self.start_response)
         try:
             if getattr(iterable, "streaming", True) is False or isinstance(iterable, list):
                 body = b"".join(iterable)
                 if not self.streamed:
-                    return body
+                    return asyncio.run_coroutine_threadsafe(self._send_whole(body), self.loop)
                 self._hop({"type": "http.response.body", "body": body, "more_body": True})
             else:
                 for chunk in iterable:
@@ -134,10 +144,6 @@ class BufferedWsgi:
         environ["wsgi.errors"] = sys.stderr
         exchange = _Exchange(loop, send)
         run = functools.partial(contextvars.copy_context().run, exchange.run, self.app, environ)
-        content = await loop.run_in_executor(self.executor, run)
-        if content is None:
-            return  # streamed from the thread
-        await send(
-            {"type": "http.response.start", "status": exchange.status, "headers": exchange.headers}
-        )
-        await send({"type": "http.response.body", "body": content, "more_body": False})
+        sent = await loop.run_in_executor(self.executor, run)
+        if sent is not None:
+            await asyncio.wrap_future(sent)  # written by the loop (streamed: from the thread)

@@ -118,3 +118,41 @@ def test_a_streaming_response_is_sent_chunk_by_chunk_then_closed():
     ]
     assert [m.get("body") for m in out["sent"][1:]] == [b"one,", b"two", b""]
     assert out["sent"][-1]["more_body"] is False
+
+
+def test_a_plain_response_reaches_the_client_while_the_thread_closes_it():
+    """Django's request_finished (returning the database connection, ...) runs in close(): the
+    answer is written meanwhile, not after it."""
+    written = threading.Event()
+
+    class Response(list):
+        def close(self) -> None:
+            self.written_before_close = written.wait(timeout=5)
+
+    response = Response([b"done"])
+
+    def app(seen: dict) -> Any:
+        def call(environ: dict, start_response: Any) -> list[bytes]:
+            start_response("200 OK", [("Content-Type", "text/plain")])
+            return response
+
+        return call
+
+    sent: list[dict] = []
+
+    async def main() -> None:
+        async def receive() -> dict:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message: dict) -> None:
+            sent.append(message)
+            if message["type"] == "http.response.body" and not message["more_body"]:
+                written.set()
+
+        bridge = BufferedWsgi(app({}), workers=1, max_buffered_body=1024)
+        await bridge(scope(method="GET"), receive, send)
+        bridge.executor.shutdown()
+
+    asyncio.run(main())
+    assert response.written_before_close is True
+    assert sent[-1]["body"] == b"done"
