@@ -263,7 +263,8 @@ class Interference:
 SESSION_COLUMNS = (
     "id, project_id, agent_id, external_id, title, status, metadata, head_seq,"
     " tokens_used, cost_used, budget_max_tokens, budget_max_cost, parent_id,"
-    " fork_seq, ancestry, created_at, updated_at, closed_at, archived_at, taken_over_by"
+    " fork_seq, ancestry, created_at, updated_at, closed_at, archived_at, taken_over_by,"
+    " compacted_through_seq"
 )
 
 LIFECYCLE_PATHS = {
@@ -397,7 +398,7 @@ def load_sessions(
                     f"{esc(json.dumps(row['metadata']))}\t{row['head']}\t{row['tokens']}\t"
                     f"0.000000\t{row['budget'] if row['budget'] else '\\N'}\t\\N\t\\N\t\\N\t[]\t"
                     f"{row['created'].isoformat()}\t{row['updated'].isoformat()}\t{closed}\t"
-                    f"{archived}\t\n"  # taken_over_by: nobody
+                    f"{archived}\t\t0\n"  # taken_over_by: nobody; nothing compacted
                 )
                 if len(chunk) >= 5000:
                     copy.write("".join(chunk))
