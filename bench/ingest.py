@@ -647,9 +647,21 @@ class Server:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port: from BENCH_PORTS ("LO-HI", for a machine shared by several runs), else any."""
+    span = os.environ.get("BENCH_PORTS", "")
+    candidates = [0]
+    if span:
+        lo, _, hi = span.partition("-")
+        candidates = list(range(int(lo), int(hi) + 1))
+        random.shuffle(candidates)
+    for port in candidates:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    raise RuntimeError(f"no free port in BENCH_PORTS={span}")
 
 
 _TICK = os.sysconf("SC_CLK_TCK")

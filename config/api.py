@@ -3,7 +3,6 @@
 import logging
 import math
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -20,25 +19,18 @@ from core.errors import DomainError
 from core.http import error_response
 from core.models import ApiKey
 from core.outage import OutageLog
+from core.ratelimit import RateBucket
 from core.scopes import ApiKeyAuth
 from tasks_app.api import SignalGrant
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class RateBucket:
-    name: str
-    limit: int
-    subject: str  # named in the 429 message
-
-
 def rate_bucket(auth: object) -> RateBucket | None:
     """Whose count a request goes to: its API key's, or for a signal token its task's own (a
     webhook sender's traffic neither spends the agents' budget nor shares one across tasks)."""
     if isinstance(auth, ApiKey):
-        rate = settings.SWITCHBOARD_API_RATE_PER_MINUTE
-        return RateBucket(f"api-key:{auth.prefix}", rate, "this API key") if rate > 0 else None
+        return ratelimit.api_key_bucket(auth.prefix)
     if isinstance(auth, SignalGrant):
         rate = settings.SWITCHBOARD_SIGNAL_RATE_PER_MINUTE
         name = f"signal-task:{auth.task.pk}"
@@ -66,12 +58,16 @@ class ApiKeyRateThrottle(BaseThrottle):
         bucket = rate_bucket(getattr(request, "auth", None))
         if bucket is None:
             return True
-        try:
-            window = ratelimit.hit(bucket.name, bucket.limit)
-        except Exception as exc:
-            self.outage.failed(exc)
-            return True
-        self.outage.succeeded()
+        counted = getattr(request, "rate_limit_counted", None)
+        if counted is not None and counted[0] == bucket.name:
+            window = counted[1]  # counted with the key's confirmation (core.keycache)
+        else:
+            try:
+                window = ratelimit.hit(bucket.name, bucket.limit)
+            except Exception as exc:
+                self.outage.failed(exc)
+                return True
+            self.outage.succeeded()
         request.rate_limit = window  # type: ignore[attr-defined]
         request.rate_limit_subject = bucket.subject  # type: ignore[attr-defined]
         self.retry_after = window.reset

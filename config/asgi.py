@@ -7,7 +7,9 @@
   streaming, the handoff long-poll: requests that wait or stream and must hold no thread):
   Django's ASGI handler;
 - every other HTTP request (the API, the dashboard's pages, static files, health, metrics):
-  Django's WSGI handler, run by a2wsgi on a pool of threads (SWITCHBOARD_WSGI_THREADS). A
+  Django's WSGI handler, run on a pool of threads (SWITCHBOARD_WSGI_THREADS) by
+  config.wsgi_bridge (a small body read and a plain response written by the loop, so the
+  thread never waits for it; a2wsgi's hops for the rest). A
   request costs well under the server CPU it costs under Django's ASGI handler, which runs
   every sync view of a process on one shared thread (bench/ingest.py's CPU per request and its
   32-agent fleet show the difference).
@@ -29,7 +31,6 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 django_asgi_app = get_asgi_application()
 django_wsgi_app = get_wsgi_application()
 
-from a2wsgi import WSGIMiddleware  # noqa: E402
 from asgiref.sync import SyncToAsync  # noqa: E402
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import URLRouter  # noqa: E402
@@ -38,6 +39,7 @@ from django.conf import settings  # noqa: E402
 
 from config.longpoll import HandoffLongPoll  # noqa: E402
 from config.routing import websocket_urlpatterns  # noqa: E402
+from config.wsgi_bridge import BufferedWsgi  # noqa: E402
 
 Scope = dict[str, Any]
 
@@ -73,7 +75,9 @@ class Dispatcher:
     def __init__(self, async_paths: list[str], wsgi_threads: int) -> None:
         self.async_path = re.compile("|".join(f"(?:{p})" for p in async_paths) or r"(?!)")
         self.wsgi = _LoopAwareWsgi(django_wsgi_app)
-        self.wsgi_app = WSGIMiddleware(self.wsgi, workers=wsgi_threads)  # type: ignore[arg-type]
+        self.wsgi_app = BufferedWsgi(
+            self.wsgi, workers=wsgi_threads, max_buffered_body=settings.SWITCHBOARD_MAX_BODY_BYTES
+        )
         self.longpoll = HandoffLongPoll(django_asgi_app)  # type: ignore[arg-type]
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:

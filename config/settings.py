@@ -463,6 +463,10 @@ if not 1 <= SWITCHBOARD_EXPORTS_PER_PROJECT <= 255:
     raise ImproperlyConfigured("SWITCHBOARD_EXPORTS_PER_PROJECT must be between 1 and 255")
 # An API key's last_used_at is written at most this often (never per request: hot path).
 SWITCHBOARD_KEY_TOUCH_SECONDS = env_int("SWITCHBOARD_KEY_TOUCH_SECONDS", 60)
+# Seconds a process may keep an API key it looked up (core/keycache.py): each request confirms
+# it against the keys' epoch in Redis, so a revocation reaches every process at its next
+# request; this bounds only a change whose epoch never reached Redis. 0: no cache.
+SWITCHBOARD_API_KEY_CACHE_SECONDS = env_int("SWITCHBOARD_API_KEY_CACHE_SECONDS", 10)
 DATA_UPLOAD_MAX_MEMORY_SIZE = SWITCHBOARD_MAX_BODY_BYTES
 # /metrics answers only with `Authorization: Bearer <this>`; unset, /metrics is 404 (off).
 SWITCHBOARD_METRICS_TOKEN = env_secret("SWITCHBOARD_METRICS_TOKEN")

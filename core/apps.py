@@ -6,6 +6,7 @@ class CoreConfig(AppConfig):
     verbose_name = "Projects and access"
 
     def ready(self) -> None:
-        from . import health, metrics
+        from . import health, keycache, metrics
 
         metrics.on_scrape(health.refresh_outbox_backlog)
+        keycache.connect_signals()

@@ -39,6 +39,31 @@ class SharedPoolRedisCache(RedisCache):
         pipe.incr(key)
         return int(pipe.execute()[1])
 
+    def read_and_count(
+        self, read_key: str, count_key: str | None = None, timeout: int = 0
+    ) -> tuple[bytes | None, int | None]:
+        """The raw value at `read_key`, and (with `count_key`) `add_and_incr(count_key)`'s
+        count, in one round trip (core.keycache: a key's confirmation rides on its count)."""
+        key = self.make_and_validate_key(read_key)
+        client = self._cache.get_client(key, write=True)
+        pipe = client.pipeline(transaction=False)
+        pipe.get(key)
+        if count_key is not None:
+            counter = self.make_and_validate_key(count_key)
+            pipe.set(counter, 0, ex=timeout, nx=True)
+            pipe.incr(counter)
+        replies = pipe.execute()
+        return replies[0], (int(replies[2]) if count_key is not None else None)
+
+    def set_raw(self, key: str, value: str, *, only_if_absent: bool = False) -> bytes | None:
+        """Store `value` as is (no pickling, no expiry) and return what the key then holds."""
+        key = self.make_and_validate_key(key)
+        client = self._cache.get_client(key, write=True)
+        pipe = client.pipeline(transaction=False)
+        pipe.set(key, value, nx=only_if_absent)
+        pipe.get(key)
+        return pipe.execute()[1]  # type: ignore[no-any-return]
+
 
 def add_and_incr(cache: Any, key: str, timeout: int) -> int:
     """Count one in `key` (created with `timeout` if absent) in any Django cache."""

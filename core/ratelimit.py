@@ -49,6 +49,29 @@ class Window:
         }
 
 
+@dataclass(frozen=True)
+class RateBucket:
+    name: str
+    limit: int
+    subject: str  # named in the 429 message
+
+
+def api_key_bucket(prefix: str) -> RateBucket | None:
+    """The API throttle's bucket of the key with this prefix (None: no limit is set)."""
+    rate = settings.SWITCHBOARD_API_RATE_PER_MINUTE
+    return RateBucket(f"api-key:{prefix}", rate, "this API key") if rate > 0 else None
+
+
+API_PERIOD = 60  # the API throttle counts per clock minute
+
+
+def counter(bucket: str, period: int) -> tuple[str, int, int]:
+    """(cache key of `bucket`'s current window, seconds until it ends, the key's timeout)."""
+    key, reset = _counter(bucket, period)
+    # The key outlives its window a little, so a slow request still finds it; then it expires.
+    return key, reset, period + 60
+
+
 def _counter(bucket: str, period: int) -> tuple[str, int]:
     now = time.time()
     reset = max(1, math.ceil(period - now % period))
@@ -57,9 +80,8 @@ def _counter(bucket: str, period: int) -> tuple[str, int]:
 
 def hit(bucket: str, limit: int, period: int = 60) -> Window:
     """Count one request in `bucket`'s current window and say where it stands."""
-    key, reset = _counter(bucket, period)
-    # The key outlives its window a little, so a slow request still finds it; then it expires.
-    return Window(limit, add_and_incr(cache, key, period + 60), reset)
+    key, reset, timeout = counter(bucket, period)
+    return Window(limit, add_and_incr(cache, key, timeout), reset)
 
 
 def peek(bucket: str, limit: int, period: int = 60) -> Window:

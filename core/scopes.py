@@ -14,9 +14,10 @@ from typing import Any
 from django.http import HttpRequest
 from ninja.security import HttpBearer
 
+from core import ratelimit
 from core.errors import PermissionDeniedError
 from core.models import ApiKey, KeyScope
-from core.services.projects import authenticate_api_key
+from core.services.projects import KEY_PREFIX, authenticate_api_key_counted
 
 DEFAULT_SCOPE = KeyScope.AGENT
 
@@ -39,7 +40,18 @@ class ApiKeyAuth(HttpBearer):
         super().__init__()
 
     def authenticate(self, request: HttpRequest, token: str) -> ApiKey | None:
-        api_key = authenticate_api_key(token)
+        # The rate limit's count rides on the cached key's confirmation (core.keycache): one
+        # Redis round trip for both; config.api's throttle then uses the window counted here.
+        prefix = token[len(KEY_PREFIX) :].partition("_")[0]
+        bucket = ratelimit.api_key_bucket(prefix)
+        count = None
+        if bucket is not None:
+            key, reset, timeout = ratelimit.counter(bucket.name, ratelimit.API_PERIOD)
+            count = (key, timeout)
+        api_key, counted = authenticate_api_key_counted(token, count=count, count_scope=self.scope)
+        if bucket is not None and counted is not None:
+            window = ratelimit.Window(bucket.limit, counted, reset)
+            request.rate_limit_counted = (bucket.name, window)  # type: ignore[attr-defined]
         if api_key is not None:
             require_key_scope(api_key, self.scope)
         return api_key

@@ -8,6 +8,7 @@ bound parameters. Services call these functions; nothing above this module write
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
@@ -256,6 +257,113 @@ def _cast(field: Field[Any, Any]) -> str:
     return "::numeric" if db_type.startswith("numeric") else f"::{db_type}"
 
 
+@functools.cache
+def _one_statement_fields() -> list[Field[Any, Any]]:
+    return [f for f in Event._meta.concrete_fields if f.attname != "seq"]
+
+
+@functools.cache
+def _one_statement_sql(count: int, check_head: bool, agent_write: bool) -> str:
+    """The text of append_in_one_statement for `count` events (built once per shape: it was a
+    few percent of a single-event append, rebuilt from the models' metadata every time)."""
+    fields = _one_statement_fields()
+    row = "(%s, " + ", ".join(f"%s{_cast(f)}" for f in fields) + ")"
+    aliases = ", ".join(f"c{i}" for i in range(len(fields)))
+    values = ", ".join(f"v.c{i}" for i in range(len(fields)))
+    columns = ", ".join(connection.ops.quote_name(column_name(f)) for f in fields)
+    allocate = _allocation_sql(
+        writable_only=True, unbudgeted_only=True, check_head=check_head, agent_write=agent_write
+    )
+    return (
+        f"WITH s AS ({allocate} RETURNING head_seq, status, tokens_used, cost_used),"
+        f" w AS (INSERT INTO {table(Event)} ({column(Event, 'seq')}, {columns})"
+        f" SELECT s.head_seq - %s + v.ord, {values}"
+        f" FROM s CROSS JOIN (VALUES {', '.join([row] * count)}) AS v(ord, {aliases}))"
+        " SELECT head_seq, status, tokens_used, cost_used FROM s"
+    )
+
+
+def _json_value(field: Field[Any, Any]) -> Any:
+    """A row value as JSON for _append_rows_as_json: JSON content as it is, anything else as
+    the text PostgreSQL casts back (what the COPY's text format sends)."""
+    if isinstance(field, JSONField) and field.encoder is None:
+        return lambda value: value
+
+    def prepared(value: Any) -> Any:
+        if value is None or type(value) in (str, int, bool):
+            return value
+        if type(value) is datetime and value.tzinfo is not None:
+            return value.isoformat()
+        if type(value) in (UUID, Decimal):
+            return str(value)
+        prepped = field.get_db_prep_save(value, connection)
+        return prepped if prepped is None or type(prepped) in (str, int, bool) else str(prepped)
+
+    return prepared
+
+
+@functools.cache
+def _rows_as_json_shape(check_head: bool, agent_write: bool) -> tuple[str, list[Any]]:
+    fields = _one_statement_fields()
+    extract = []
+    for i, f in enumerate(fields):
+        if isinstance(f, JSONField) and f.encoder is None:
+            extract.append(f"v.e->'c{i}'")
+        else:
+            extract.append(f"(v.e->>'c{i}'){_cast(f)}")
+    columns = ", ".join(connection.ops.quote_name(column_name(f)) for f in fields)
+    allocate = _allocation_sql(
+        writable_only=True, unbudgeted_only=True, check_head=check_head, agent_write=agent_write
+    )
+    sql = (
+        f"WITH s AS ({allocate} RETURNING head_seq, status, tokens_used, cost_used),"
+        f" w AS (INSERT INTO {table(Event)} ({column(Event, 'seq')}, {columns})"
+        f" SELECT s.head_seq - %s + v.ord, {', '.join(extract)}"
+        " FROM s CROSS JOIN jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS v(e, ord))"
+        " SELECT head_seq, status, tokens_used, cost_used FROM s"
+    )
+    return sql, [(f"c{i}", f.attname, _json_value(f)) for i, f in enumerate(fields)]
+
+
+def _append_rows_as_json(
+    session_id: Any,
+    project_id: int,
+    events: list[Event],
+    *,
+    tokens: int,
+    cost: Decimal,
+    now: datetime,
+    writable_statuses: Sequence[str],
+    expected_head_seq: int | None,
+    agent_write: bool,
+) -> tuple[int, str, int, Decimal] | None:
+    """append_in_one_statement for a larger batch: its rows as one JSON array that PostgreSQL
+    unpacks (jsonb_array_elements), one parameter where a VALUES list would have a dozen per
+    row quoted into the SQL text (Django binds client-side). One round trip, where the
+    transactional path's COPY takes five (BEGIN, UPDATE, COPY and its data, COMMIT)."""
+    sql, shape = _rows_as_json_shape(expected_head_seq is not None, agent_write)
+    rows = [{key: convert(getattr(e, name)) for key, name, convert in shape} for e in events]
+    params = _allocation_params(
+        session_id,
+        project_id,
+        count=len(events),
+        tokens=tokens,
+        cost=cost,
+        now=now,
+        writable_statuses=writable_statuses,
+        expected_head_seq=expected_head_seq,
+    )
+    params.append(len(events))
+    params.append(json.dumps(rows, ensure_ascii=False, separators=(",", ":")))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        result = cursor.fetchone()
+    if result is None:
+        return None
+    head, status, tokens_used, cost_used = result
+    return head, status, tokens_used, Decimal(str(cost_used))
+
+
 def append_in_one_statement(
     session_id: Any,
     project_id: int,
@@ -277,8 +385,19 @@ def append_in_one_statement(
     status, tokens_used, cost_used), or None when the WHERE clause refused and nothing was
     written.
     """
-    fields = [f for f in Event._meta.concrete_fields if f.attname != "seq"]
-    row = "(%s, " + ", ".join(f"%s{_cast(f)}" for f in fields) + ")"
+    if len(events) >= COPY_FROM_ROWS:
+        return _append_rows_as_json(
+            session_id,
+            project_id,
+            events,
+            tokens=tokens,
+            cost=cost,
+            now=now,
+            writable_statuses=writable_statuses,
+            expected_head_seq=expected_head_seq,
+            agent_write=agent_write,
+        )
+    fields = _one_statement_fields()
     params = _allocation_params(
         session_id,
         project_id,
@@ -293,22 +412,7 @@ def append_in_one_statement(
     for position, event in enumerate(events, start=1):
         params.append(position)
         params.extend(f.get_db_prep_save(getattr(event, f.attname), connection) for f in fields)
-    aliases = ", ".join(f"c{i}" for i in range(len(fields)))
-    values = ", ".join(f"v.c{i}" for i in range(len(fields)))
-    columns = ", ".join(connection.ops.quote_name(column_name(f)) for f in fields)
-    allocate = _allocation_sql(
-        writable_only=True,
-        unbudgeted_only=True,
-        check_head=expected_head_seq is not None,
-        agent_write=agent_write,
-    )
-    sql = (
-        f"WITH s AS ({allocate} RETURNING head_seq, status, tokens_used, cost_used),"
-        f" w AS (INSERT INTO {table(Event)} ({column(Event, 'seq')}, {columns})"
-        f" SELECT s.head_seq - %s + v.ord, {values}"
-        f" FROM s CROSS JOIN (VALUES {', '.join([row] * len(events))}) AS v(ord, {aliases}))"
-        " SELECT head_seq, status, tokens_used, cost_used FROM s"
-    )
+    sql = _one_statement_sql(len(events), expected_head_seq is not None, agent_write)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         result = cursor.fetchone()

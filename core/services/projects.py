@@ -17,7 +17,7 @@ from core.models import ApiKey, KeyScope, Membership, Project, Role
 from core.services.audit import record_audit
 from core.text import text_problem
 
-from .. import storage
+from .. import keycache, storage
 
 KEY_PREFIX = "sb_"
 
@@ -153,13 +153,14 @@ def create_api_key(
 
 @transaction.atomic
 def revoke_api_key(api_key: ApiKey, *, actor: Actor) -> ApiKey:
-    """Revoke the key (a no-op if it already is). Every server process looks the key up in the
-    database on each request (storage.active_key_with_project, no cache), so the next request
-    with it answers 401 wherever it lands."""
+    """Revoke the key (a no-op if it already is). Every server process confirms its cached keys
+    on each request (core.keycache: a new epoch after this commits), so the next request with
+    it answers 401 wherever it lands."""
     # Conditional update: two admins revoking at once write one revocation and one audit row.
     now = timezone.now()
     changed = ApiKey.objects.filter(pk=api_key.pk, revoked_at__isnull=True).update(revoked_at=now)
     if changed:
+        keycache.keys_changed()
         api_key.revoked_at = now
         record_audit(
             api_key.project_id,
@@ -174,15 +175,41 @@ def revoke_api_key(api_key: ApiKey, *, actor: Actor) -> ApiKey:
 
 def authenticate_api_key(raw_key: str) -> ApiKey | None:
     """The active key matching `raw_key`, or None. Touches last_used_at at most once a minute."""
+    return authenticate_api_key_counted(raw_key)[0]
+
+
+def authenticate_api_key_counted(
+    raw_key: str, *, count: tuple[str, int] | None = None, count_scope: str | None = None
+) -> tuple[ApiKey | None, int | None]:
+    """authenticate_api_key(), and with `count` (a rate-limit counter key and its timeout) the
+    counter's new value when the key was confirmed from this process's cache (core.keycache:
+    one Redis round trip both confirms and counts); None when it was not counted here. Only a
+    key with at least `count_scope` is counted (a request refused for its scope is not)."""
     if not raw_key.startswith(KEY_PREFIX) or text_problem(raw_key):
-        return None  # a NUL in the header would reach the prefix look-up as a DataError
+        return None, None  # a NUL in the header would reach the prefix look-up as a DataError
     prefix, _, _ = raw_key[len(KEY_PREFIX) :].partition("_")
-    api_key = storage.active_key_with_project(prefix)
-    if api_key is None or not hmac.compare_digest(api_key.hashed_secret, hash_secret(raw_key)):
-        return None
+    hashed = hash_secret(raw_key)
+    counted = None
+    api_key = None
+    entry = keycache.lookup(prefix, hashed)
+    if entry is not None:
+        candidate = entry.build()
+        wanted = count if count_scope is None or candidate.has_scope(count_scope) else None
+        try:
+            current, counted = keycache.confirm(entry, wanted)
+        except Exception:
+            current = False  # Redis failed: read the database, as without a cache
+        if current:
+            api_key = candidate
+    if api_key is None:
+        epoch = keycache.epoch_before_lookup()
+        api_key = storage.active_key_with_project(prefix)
+        if api_key is None or not hmac.compare_digest(api_key.hashed_secret, hashed):
+            return None, counted
+        keycache.remember(prefix, api_key, epoch)
     now = timezone.now()
     if api_key.expires_at is not None and api_key.expires_at <= now:
-        return None
+        return None, counted
     stale_before = now - timedelta(seconds=settings.SWITCHBOARD_KEY_TOUCH_SECONDS)
     if api_key.last_used_at is None or api_key.last_used_at < stale_before:
         # Conditional update: concurrent requests touch the row once, not once each.
@@ -190,4 +217,5 @@ def authenticate_api_key(raw_key: str) -> ApiKey | None:
             last_used_at=now
         )
         api_key.last_used_at = now
-    return api_key
+        keycache.touched(prefix, now)
+    return api_key, counted

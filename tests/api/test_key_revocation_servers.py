@@ -1,7 +1,8 @@
 """Revoking a key takes effect on the next request on every server process: two real uvicorn
 servers (two processes, as behind a load balancer) both serve the key, it is revoked, and the
-very next request to each answers 401. Keys are looked up in the database on every request
-(core.storage.active_key_with_project), with no per-process cache to go stale."""
+very next request to each answers 401. Each process keeps the keys it has read (core.keycache),
+warmed here by the second pair of requests, and confirms them per request against the keys'
+epoch in Redis, which the revocation renews when it commits."""
 
 import urllib.error
 import urllib.request

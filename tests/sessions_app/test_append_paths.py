@@ -1,9 +1,9 @@
 """The append's write paths, committed for real (`transactional_db`).
 
-Outside a transaction an API append of a few events to a session without a budget is one
-statement (UPDATE … RETURNING and INSERT in one WITH, services.events._append_in_one_statement);
-a budgeted session, a refusal, or a larger batch takes the transactional path (UPDATE, then an
-INSERT or a COPY). Tests under the usual `db` fixture run inside a transaction and so only see
+Outside a transaction an API append to a session without a budget is one statement
+(UPDATE … RETURNING and INSERT in one WITH, services.events._append_in_one_statement: a VALUES
+list for a few events, a larger batch's rows as one JSON array); a budgeted session or a
+refusal takes the transactional path (UPDATE, then an INSERT or, for a larger batch, a COPY). Tests under the usual `db` fixture run inside a transaction and so only see
 the latter: these run the same promises through each path.
 """
 
@@ -160,19 +160,21 @@ def test_it_pauses_an_over_budget_session_in_the_same_transaction(
     assert AuditEntry.objects.filter(target_id=str(session.pk), action="session.paused").exists()
 
 
-def test_it_copies_a_larger_batch_and_snapshots_each_boundary(api, session, statements, settings):
+def test_it_writes_a_larger_batch_in_one_statement_and_snapshots_each_boundary(
+    api, session, statements, settings
+):
     settings.SWITCHBOARD_SNAPSHOT_EVERY = 10
     batch = [{"kind": "state", "content": {"n": i}} for i in range(25)]
     response = api.post(f"/sessions/{session.pk}/events", {"events": batch})
     assert response.status_code == 201
-    assert statements == ["tx"]
+    assert statements == ["one"]
     assert [r[0] for r in _rows(session)] == list(range(1, 26))
     assert drain()  # the snapshots are taken by this process's background thread
     assert list(
         Snapshot.objects.filter(session=session).order_by("seq").values_list("seq", "state")
     ) == [(10, {"n": 9}), (20, {"n": 19})]
     small = api.post(f"/sessions/{session.pk}/events", {"events": [{"kind": "note"}] * 5})
-    assert small.json()["head_seq"] == 30 and statements == ["tx", "one"]
+    assert small.json()["head_seq"] == 30 and statements == ["one", "one"]
     assert drain()
     assert Snapshot.objects.filter(session=session, seq=30).exists()
 
@@ -184,7 +186,7 @@ def test_it_refuses_a_duplicate_key_written_meanwhile_on_either_path(session, st
 
     actor = Actor.system("test")
     append_events(session, [EventDraft(kind="note", idempotency_key="k")], actor=actor)
-    for size in (1, 12):  # one statement, then COPY
+    for size in (1, 12):  # one statement: a VALUES list, then rows as JSON
         drafts = [EventDraft(kind="note") for _ in range(size - 1)]
         drafts.append(EventDraft(kind="note", idempotency_key="k"))
         # Hide the earlier row from the look-up, as a concurrent writer's would be.
@@ -198,3 +200,60 @@ def test_it_refuses_a_duplicate_key_written_meanwhile_on_either_path(session, st
         assert "IntegrityError" in type(raised.value).__name__
     session.refresh_from_db()
     assert session.head_seq == 1 and [r[0] for r in _rows(session)] == [1]
+
+
+def test_a_larger_batch_writes_the_same_rows_in_one_statement_as_by_copy(
+    transactional_db, project, statements
+):
+    """The rows-as-JSON statement and the transactional path's COPY store the same values:
+    text with quotes, backslashes, non-ASCII and astral characters, decimals, keys, roles,
+    tiers, nested content, nulls."""
+    from django.db import transaction
+
+    from core.actors import Actor
+    from sessions_app import storage
+    from sessions_app.services.events import EventDraft, append_events
+
+    def drafts(tag: str) -> list[EventDraft]:
+        return [
+            EventDraft(
+                kind=["message", "fact", "state", "tool_call"][n % 4],
+                role="user" if n % 4 == 0 else "",
+                content=(
+                    {"key": f"k{n}", "value": None if n % 3 else [1.5, {"x": "é"}]}
+                    if n % 4 == 1
+                    else {
+                        "text": f"{tag} 'q' \\ \"d\" héllo 🎉 \n{n}",
+                        "n": n,
+                        "deep": {"a": [True]},
+                    }
+                ),
+                tier="durable" if n == 2 else None,
+                tokens=n,
+                cost=Decimal(f"0.00{n % 10}"),
+                idempotency_key=f"{tag}-{n}" if n % 5 == 0 else None,
+            )
+            for n in range(storage.COPY_FROM_ROWS + 4)
+        ]
+
+    actor = Actor.system("paths")
+    by_copy, by_json = make_session(project), make_session(project)
+    with transaction.atomic():  # an enclosing transaction: the transactional path (COPY)
+        append_events(by_copy, drafts("t"), actor=actor)
+    append_events(by_json, drafts("t"), actor=actor)
+    assert statements == ["tx", "one"]
+    assert _rows(by_json) == _rows(by_copy)
+    assert len(_rows(by_json)) == storage.COPY_FROM_ROWS + 4
+    assert (
+        list(
+            Event.objects.filter(session=by_json).order_by("seq").values_list("actor", "created_at")
+        )[0][0]
+        == "paths"
+    )
+    by_copy.refresh_from_db()
+    by_json.refresh_from_db()
+    assert (by_json.head_seq, by_json.tokens_used, by_json.cost_used) == (
+        by_copy.head_seq,
+        by_copy.tokens_used,
+        by_copy.cost_used,
+    )

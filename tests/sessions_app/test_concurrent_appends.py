@@ -233,7 +233,8 @@ COPY_BELOW = storage.COPY_FROM_ROWS - 1  # the largest batch that is not a COPY
 def _paths_taken() -> Iterator[Counter]:
     """Count which write path each append of this process takes (see services.events).
 
-    "one": written in one statement; "one-declined": that statement's WHERE refused it (a
+    "one": written in one statement ("json": of those, batches of COPY_FROM_ROWS or more,
+    their rows as one JSON array); "one-declined": that statement's WHERE refused it (a
     budgeted session); "tx": the transactional path; "copy" / "insert": how it wrote its rows;
     "lookup": idempotency-key look-ups (one per keyed append, two when it lost a race).
     """
@@ -246,6 +247,8 @@ def _paths_taken() -> Iterator[Counter]:
     def spy_one(*args, **kwargs):
         written = one(*args, **kwargs)
         taken["one" if written is not None else "one-declined"] += 1
+        if written is not None and len(written) >= storage.COPY_FROM_ROWS:
+            taken["json"] += 1
         return written
 
     def spy_tx(*args, **kwargs):
@@ -429,7 +432,13 @@ def write_copy_batches(
     with _paths_taken() as paths:
         for number, size in enumerate(sizes):
             events = [_event(f"{tag}.{number}.{n}", n, rng) for n in range(size)]
-            seqs, _, _ = _send(session, raw_key, events)
+            if raw_key is None and number % 2:
+                # In an enclosing transaction: the transactional path's COPY; the others go in
+                # one statement, their rows as JSON.
+                with transaction.atomic():
+                    seqs, _, _ = _send(session, raw_key, events)
+            else:
+                seqs, _, _ = _send(session, raw_key, events)
             acks.append(_acks(seqs, events))
             if number < len(keyed):
                 send_keyed(keyed[number])
@@ -676,8 +685,9 @@ def test_appends_inside_enclosing_atomic_blocks_stay_gap_free_under_racing_proce
 def test_copy_batches_and_raced_keyed_retries_stay_gap_free_under_racing_processes(
     transactional_db, project, api_key, pool
 ):
-    """COPY path: batches of 8..50 events, and keyed batches that every process sends at once
-    and then again extended by new keys (replay path, raced)."""
+    """Larger batches (8..50 events), by COPY (in an enclosing transaction) and in one statement
+    (their rows as JSON), and keyed batches that every process sends at once and then again
+    extended by new keys (replay path, raced)."""
     session = make_session(project)
     rng = random.Random(5)
     plans = [[rng.randint(storage.COPY_FROM_ROWS, 50) for _ in range(6)] for _ in range(WRITERS)]
@@ -716,7 +726,9 @@ def test_copy_batches_and_raced_keyed_retries_stay_gap_free_under_racing_process
     # Some sends lost the race between their look-up and their write, and replayed on their
     # second attempt (around a third of them do here; all four start each keyed send at once).
     assert paths["lookup"] > 2 * len(keyed) * WRITERS, paths
-    assert paths["copy"] >= sum(map(len, plans)) and paths["one"] > 0, paths
+    service_batches = sum(len(plan) for i, plan in enumerate(plans) if i % 2 == 0)
+    assert paths["copy"] >= service_batches // 2 and paths["json"] > service_batches // 2, paths
+    assert paths["copy"] + paths["json"] >= sum(map(len, plans)), paths
 
 
 def test_all_three_paths_race_one_session_amid_pause_and_resume(
@@ -763,7 +775,8 @@ def test_all_three_paths_race_one_session_amid_pause_and_resume(
     assert small_api["paths"]["one"] == len(small) + 1, small_api["paths"]
     assert atomic["paths"].get("one", 0) == 0
     assert atomic["paths"]["tx"] == sum(len(sizes) for sizes, _ in blocks) + 1
-    assert copy["paths"]["copy"] >= len(copies), copy["paths"]
+    assert copy["paths"]["copy"] >= len(copies) // 2, copy["paths"]
+    assert copy["paths"]["copy"] + copy["paths"]["json"] >= len(copies), copy["paths"]
     # Snapshots taken after commit by whichever process crossed each 7th seq fold to the log.
     events = [{"seq": seq, "kind": kind, "content": content} for seq, kind, content, _ in rows]
     snapshots = list(Snapshot.objects.filter(session=session))
