@@ -9,9 +9,11 @@ from django.core.management import call_command
 
 from core.models import Project
 from sessions_app.models import Event, Session
+from sessions_app.queries import session_at
 from switchboard.context import budget_bars
 from switchboard.management.commands.seed_demo import FACT_VALUES
 from tasks_app.models import Task
+from tasks_app.queries import tasks_as_of, tasks_for_session
 from tests.dashboard.conftest import Team, team  # noqa: F401  (personas)
 from tests.factories import make_member
 
@@ -73,3 +75,29 @@ def test_tasks_have_titles_of_their_own(demo, client):
     client.force_login(admin)
     page = client.get(f"/p/{demo.pk}/tasks/").content.decode()
     assert "Refund policy v3" in page and "document_approval" in page
+
+
+@pytest.mark.parametrize(
+    "title, early_state",
+    [("Refund for order #4411", "draft_created"), ("Quarterly market report", "researching")],
+)
+def test_a_linked_task_moves_with_its_sessions_log(demo, title, early_state):
+    """The seeded task moved on between its session's events: time travel to an early seq
+    shows it as it was then (created, still in its first state), at the head as it is now; at
+    seq 1 it did not exist yet."""
+    session = Session.objects.get(project=demo, title=title)
+    tasks = list(tasks_for_session(session))
+    assert len(tasks) == 1
+    live_state = tasks[0].state
+
+    def state_at(seq: int) -> str | None:
+        [past] = tasks_as_of(tasks, session_at(session, seq).time)
+        return past.task.state if past.existed else None
+
+    assert state_at(session.head_seq) == live_state
+    assert state_at(1) is None  # created a little into the conversation
+    states = [state_at(seq) for seq in range(1, session.head_seq + 1)]
+    early = next(state for state in states if state is not None)
+    assert early == early_state != live_state
+    # The states along the log follow the task's history, not only its two ends.
+    assert len({state for state in states if state is not None}) >= 3

@@ -5,6 +5,7 @@ Idempotent: a second run finds the demo project and leaves it as it is.
 
 import os
 import random
+from collections.abc import Iterator
 from datetime import timedelta
 from decimal import Decimal
 
@@ -24,7 +25,7 @@ from sessions_app.models import SessionStatus
 from sessions_app.services.events import EventDraft, append_events
 from sessions_app.services.lifecycle import transition_session
 from sessions_app.services.sessions import fork_session, open_session
-from tasks_app.demo import build_demo_tasks
+from tasks_app.demo import build_demo_tasks, linked_task_script
 
 DEMO_PROJECT = "demo"
 DEMO_USERS = [
@@ -124,7 +125,16 @@ def build_demo(project: Project, rng: random.Random, *, long_log: int) -> None:
             metadata={"customer": f"cust-{100 + index}", "demo": True},
             budget_max_tokens=200_000 if index % 2 else None,
         )
-        write_conversation(session, rng, length, actor=Actor.system(agent), topic=topic)
+        # The task linked to it (tasks_app.demo) moves on between its events, so the session
+        # page's time travel shows the task as it was at each point of the conversation.
+        write_conversation(
+            session,
+            rng,
+            length,
+            actor=Actor.system(agent),
+            topic=topic,
+            interleave=linked_task_script(project, session.external_id or ""),
+        )
         if status in (SessionStatus.PAUSED, SessionStatus.RESUMED):
             transition_session(session, SessionStatus.PAUSED, actor=actor, reason=pause_reason)
         if status == SessionStatus.RESUMED:
@@ -197,10 +207,27 @@ def write_conversation(
     actor: Actor,
     topic: str,
     tokens_per_message: int = 120,
+    interleave: Iterator[float] | None = None,
 ) -> None:
-    """Append `length` plausible events in batches, through the same service agents use."""
+    """Append `length` plausible events in batches, through the same service agents use.
+
+    `interleave` (a linked task's script, tasks_app.demo) yields how far into the conversation
+    (0..1) to write before it goes on; it is run to its end once the conversation is written.
+    """
     batch: list[EventDraft] = []
+    script = interleave if interleave is not None else iter(())
+    mark = next(script, None)
     for i in range(length):
+        while mark is not None and i >= mark * length:
+            if batch:  # the events before this point are written before the task moves on
+                append_events(session, batch, actor=actor)
+                session.refresh_from_db()
+                batch = []
+                if not session.is_writable:
+                    break
+            mark = next(script, None)
+        if not session.is_writable:
+            break
         step = i % 7
         if step == 0:
             draft = EventDraft(
@@ -250,10 +277,12 @@ def write_conversation(
             session.refresh_from_db()
             batch = []
             if not session.is_writable:
-                return
-    if batch:
+                break
+    if batch and session.is_writable:
         append_events(session, batch, actor=actor)
         session.refresh_from_db()
+    for _ in script:  # the rest of the task's steps, after the conversation
+        pass
 
 
 DEMO_APPROVAL = {
