@@ -37,6 +37,7 @@ from channels.routing import URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 
+from config import shutdown  # noqa: E402
 from config.longpoll import HandoffLongPoll  # noqa: E402
 from config.routing import websocket_urlpatterns  # noqa: E402
 from config.wsgi_bridge import BufferedWsgi  # noqa: E402
@@ -93,12 +94,17 @@ class Dispatcher:
             return await self.wsgi_app(scope, receive, send)  # type: ignore[arg-type]
         if kind == "websocket":
             return await websocket_app(scope, receive, send)
-        if kind == "lifespan":  # nothing to start or stop: acknowledge, as uvicorn's "auto"
+        if kind == "lifespan":
+            # Startup: watch the server's stop signals, so waiting long-polls end as soon as it
+            # is asked to stop (config/shutdown.py). Shutdown: mark the stop (uvicorn sends it
+            # after its grace period; the signal has marked it by then).
             while True:
                 message = await receive()
                 if message["type"] == "lifespan.startup":
+                    shutdown.watch_signals()
                     await send({"type": "lifespan.startup.complete"})
                 elif message["type"] == "lifespan.shutdown":
+                    shutdown.begin()
                     await send({"type": "lifespan.shutdown.complete"})
                     return
         raise ValueError(f"unknown ASGI scope type {kind!r}")

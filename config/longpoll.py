@@ -18,10 +18,11 @@ So the waiting happens here, and the answering stays with the ninja endpoint
    (`thread_sensitive=False`) and the connection given back after each; meanwhile it watches
    `receive()` for http.disconnect: an agent that goes away ends the wait at once (its group
    entry is discarded), and nothing is answered.
-3. Once the handoff is resolved or S seconds have passed, the request goes to Django with `wait`
-   removed: the endpoint reads the row and answers, through the whole middleware stack (request
-   id, rate-limit headers, security headers, the latency metric: which counts from the start of
-   the wait, as it did when the view waited).
+3. Once the handoff is resolved, S seconds have passed or the server is stopping
+   (config/shutdown.py: ended at once, not cancelled after the server's grace period), the
+   request goes to Django with `wait` removed: the endpoint reads the row and answers, through
+   the whole middleware stack (request id, rate-limit headers, security headers, the latency
+   metric: which counts from the start of the wait, as it did when the view waited).
 
 The rate limit is counted once, by the endpoint's throttle in step 3 (step 1 only peeks).
 """
@@ -39,6 +40,7 @@ from uuid import UUID
 from asgiref.sync import sync_to_async
 from django.db import connection
 
+from config import shutdown
 from config.api import rate_bucket
 from core import metrics, ratelimit
 from core.scopes import DEFAULT_SCOPE, require_key_scope
@@ -170,6 +172,7 @@ class HandoffLongPoll:
             return await listener
 
         waiter: asyncio.Future[dict[str, Any]] | None = None
+        stopping: asyncio.Future[None] | None = None
         try:
             api_key = await sync_to_async(_may_wait, thread_sensitive=False)(token, handoff_id)
             if api_key is None:
@@ -188,9 +191,15 @@ class HandoffLongPoll:
             waiter = asyncio.ensure_future(
                 wait_for_resolution(handoff_id, timeout=seconds, read=read)
             )
+            # The server stopping ends the wait too (config/shutdown.py): the agent gets the
+            # current state, as at the timeout, before the server would cancel the request.
+            shutdown.watch_signals()
+            stopping = asyncio.ensure_future(shutdown.wait())
             metrics.HANDOFF_LONGPOLLS_WAITING.inc()
             try:
-                await asyncio.wait({listener, waiter}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait(
+                    {listener, waiter, stopping}, return_when=asyncio.FIRST_COMPLETED
+                )
             finally:
                 metrics.HANDOFF_LONGPOLLS_WAITING.dec()
             if _disconnected(listener):
@@ -198,10 +207,18 @@ class HandoffLongPoll:
                 return
             if waiter.done() and waiter.exception() is not None:
                 logger.warning("handoff long-poll wait failed: %s", waiter.exception())
-            metrics.HANDOFF_LONGPOLLS_ENDED.labels("resolved" if resolved[0] else "timeout").inc()
+            if resolved[0]:
+                how = "resolved"
+            elif waiter.done():
+                how = "timeout"
+            else:
+                how = "shutdown"
+            metrics.HANDOFF_LONGPOLLS_ENDED.labels(how).inc()
             query = _without_wait(scope.get("query_string", b""))
             await self.answer({**scope, "query_string": query}, replay, send)
         finally:
+            if stopping is not None and not stopping.done():
+                stopping.cancel()
             if waiter is not None and not waiter.done():
                 waiter.cancel()  # its `finally` leaves the channel-layer group
                 with contextlib.suppress(asyncio.CancelledError):

@@ -82,7 +82,8 @@ HANDOFF_LONGPOLLS_WAITING = Gauge(
 HANDOFF_LONGPOLLS_ENDED = Counter(
     PREFIX + "handoff_longpolls_ended",
     "Handoff long-poll waits ended, by how: resolved, timeout (the wait's S seconds passed), "
-    "disconnected (the agent went away; nothing is answered).",
+    "disconnected (the agent went away; nothing is answered), shutdown (the server began to stop; "
+    "the current state is answered, as at a timeout).",
     ["how"],
 )
 JOB_SECONDS = Histogram(
