@@ -97,7 +97,8 @@ def test_waiting_long_polls_hold_no_thread_and_end_when_the_agent_leaves(transac
             name = "switchboard_handoff_longpolls_waiting"
             eventually(lambda: metric(base, name) == WAITERS, timeout=30)
             during = server.num_threads()
-            assert group_members(ids) == WAITERS  # each waits in its handoff's group
+            # Each waits in its handoff's group (joined just after the wait is counted).
+            eventually(lambda: group_members(ids) == WAITERS, timeout=10)
         finally:
             stop.set()
             thread.join(timeout=60)
