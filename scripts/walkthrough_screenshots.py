@@ -84,16 +84,23 @@ def main() -> int:
         for name, sort in SORTS.items():
             shoot(page, f"{project}/sessions/?sort={sort}", out / f"sessions-{name}.png")
         shoot(page, f"{project}/tasks/", out / "tasks.png")
-        # The busiest session: the list sorted by recent activity, first row.
+        # The most recently active session with a linked task (its task pane has a past too),
+        # else the most recently active one; the viewport only, as an operator sees it.
         page.goto(f"{project}/sessions/?sort=-updated")
-        link = page.locator("table a[href^='/sessions/']").first
+        with_task = page.locator("tr:has(a.task-state) a[href^='/sessions/']")
+        link = with_task.first if with_task.count() else page.locator("a[href^='/sessions/']").first
         session_url = base + (link.get_attribute("href") or "")
-        shoot(page, session_url, out / "session-live.png")
+        shoot(page, session_url, out / "session-live.png", full_page=False)
         head = page.locator("#session-header").first
         head_seq = int(head.get_attribute("data-head-seq") or "0") if head.count() else 0
-        past = max(1, head_seq // 2)
+        past = max(1, head_seq // 3)
         separator = "&" if "?" in session_url else "?"
-        shoot(page, f"{session_url}{separator}at={past}", out / f"session-at-seq-{past}.png")
+        shoot(
+            page,
+            f"{session_url}{separator}at={past}",
+            out / f"session-at-seq-{past}.png",
+            full_page=False,
+        )
         browser.close()
     return 0
 
