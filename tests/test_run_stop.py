@@ -62,6 +62,10 @@ def signed_in_cookie(base_url: str, username: str, password: str) -> str:
         return client.cookies[django_settings.SESSION_COOKIE_NAME]
 
 
+def _default_interrupt() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_stops_the_server_the_worker_and_the_agents_cleanly(tmp_path):
     port = free_port()
     log = tmp_path / "run.log"
@@ -84,6 +88,10 @@ def test_ctrl_c_stops_the_server_the_worker_and_the_agents_cleanly(tmp_path):
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group, as a terminal gives a command
+            # And Ctrl-C's default action, as a terminal gives it: under a shell that started
+            # this test run in the background SIGINT arrives ignored, and bash can neither trap
+            # nor reset a signal ignored on entry (the script would never hear Ctrl-C).
+            preexec_fn=_default_interrupt,
         )
     try:
         base_url = f"http://127.0.0.1:{port}"
