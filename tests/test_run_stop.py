@@ -32,7 +32,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 def group_members(pgid: int) -> dict[int, str]:
     out = subprocess.run(
-        ["ps", "-o", "pid=,args=", "-g", str(pgid)], capture_output=True, text=True
+        ["ps", "-ww", "-o", "pid=,args=", "-g", str(pgid)], capture_output=True, text=True
     ).stdout
     members = {}
     for line in out.strip().splitlines():
