@@ -51,16 +51,7 @@ def enforce_retention(
     run_id: int | None = None,
 ) -> dict[str, Any]:
     """Close idle and long-paused sessions, archive closed ones, delete expired archived ones."""
-    if run_id is not None:
-        return _queued(RunJob.ENFORCE, project_ids, trigger, run_id, limit, max_batches)
-    runs = run_job(
-        RunJob.ENFORCE,
-        limit=limit,
-        max_batches=max_batches,
-        project_ids=project_ids,
-        trigger=trigger,
-    )
-    return _summary(runs)
+    return _run_or_take_queued(RunJob.ENFORCE, limit, max_batches, project_ids, trigger, run_id)
 
 
 @shared_task(
@@ -77,13 +68,21 @@ def compact_sessions(
     run_id: int | None = None,
 ) -> dict[str, Any]:
     """Compact the transient events of closed and archived sessions past compact_after."""
+    return _run_or_take_queued(RunJob.COMPACT, limit, max_batches, project_ids, trigger, run_id)
+
+
+def _run_or_take_queued(
+    job: RunJob,
+    limit: int | None,
+    max_batches: int | None,
+    project_ids: list[int] | None,
+    trigger: str,
+    run_id: int | None,
+) -> dict[str, Any]:
+    """The body both jobs share: take up a run queued from the page, or run beat's own."""
     if run_id is not None:
-        return _queued(RunJob.COMPACT, project_ids, trigger, run_id, limit, max_batches)
+        return _queued(job, project_ids, trigger, run_id, limit, max_batches)
     runs = run_job(
-        RunJob.COMPACT,
-        limit=limit,
-        max_batches=max_batches,
-        project_ids=project_ids,
-        trigger=trigger,
+        job, limit=limit, max_batches=max_batches, project_ids=project_ids, trigger=trigger
     )
     return _summary(runs)
