@@ -191,8 +191,9 @@ def main() -> None:
     stop.unlink(missing_ok=True)
     child = start_ingest(args, project.pk, stop_file=stop)
     before = size()
+    compaction_began = time.time()
     start = time.perf_counter()
-    runs = run_job("compact_sessions", trigger="bench", limit=20, max_batches=10_000)
+    runs = run_job("compact_sessions", trigger="bench", max_batches=10_000)
     elapsed = time.perf_counter() - start
     after = size()
     # Deletion: archive the compacted sessions and delete them (the bench's other archived
@@ -211,11 +212,16 @@ def main() -> None:
         "delete_after": 86400,
     }
     save_policy(project, deleting, actor=Actor.system("bench"))
+    deletion_began = time.time()
     start_delete = time.perf_counter()
-    deleted_runs = run_job("enforce_retention", trigger="bench", limit=20, max_batches=10_000)
+    deleted_runs = run_job("enforce_retention", trigger="bench", max_batches=10_000)
     delete_elapsed = time.perf_counter() - start_delete
+    deletion_ended = time.time()
     stop.touch()
-    loaded = finish_ingest(child)
+    stamped = finish_ingest(child)
+    loaded = [ms for _, ms in stamped]
+    during_compaction = [ms for at, ms in stamped if compaction_began <= at < deletion_began]
+    during_deletion = [ms for at, ms in stamped if deletion_began <= at < deletion_ended]
     stop.unlink(missing_ok=True)
     removed = sum(r.events_freed for r in runs)
     compacted = sum(r.compacted for r in runs)
@@ -237,7 +243,12 @@ def main() -> None:
     gone = sum(r.deleted for r in deleted_runs)
     freed = sum(r.events_freed for r in deleted_runs)
     print(f"deletion: {gone} sessions, {freed} events in {delete_elapsed:.1f} s")
-    for name, lat in (("alone", baseline), ("during compaction+deletion", loaded)):
+    for name, lat in (
+        ("alone", baseline),
+        ("during compaction+deletion", loaded),
+        ("during compaction", during_compaction),
+        ("during deletion", during_deletion),
+    ):
         print(
             f"append latency {name}: n={len(lat)} p50 {pct(lat, 50):.2f} ms, "
             f"p95 {pct(lat, 95):.2f} ms"
@@ -276,17 +287,19 @@ def start_ingest(args, project_id: int, stop_file: Path | None = None) -> subpro
     )
 
 
-def finish_ingest(child) -> list[float]:  # type: ignore[no-untyped-def]
+def finish_ingest(child) -> list[tuple[float, float]]:  # type: ignore[no-untyped-def]
+    """(wall-clock start, latency in ms) of each append the child made."""
     out, _ = child.communicate(timeout=900)
-    return json.loads(out.strip().splitlines()[-1])
+    return [(at, ms) for at, ms in json.loads(out.strip().splitlines()[-1])]
 
 
 def run_ingest(args, project_id: int) -> list[float]:  # type: ignore[no-untyped-def]
-    return finish_ingest(start_ingest(args, project_id))
+    return [ms for _, ms in finish_ingest(start_ingest(args, project_id))]
 
 
 def ingest_child(args) -> None:  # type: ignore[no-untyped-def]
-    """Append one event at a time for --ingest-seconds; print the latencies (ms) as JSON."""
+    """Append one event at a time for --ingest-seconds; print [wall-clock start, latency in
+    ms] of each as JSON (the parent splits them by the phase they fell in)."""
     sys.path.insert(0, str(ROOT))
     import django
 
@@ -299,16 +312,17 @@ def ingest_child(args) -> None:  # type: ignore[no-untyped-def]
     project = Project.objects.get(pk=args.ingest_child)
     actor = Actor.system("bench")
     session, _ = open_session(project, agent_name="ingest", actor=actor)
-    latencies: list[float] = []
+    latencies: list[tuple[float, float]] = []
     end = time.perf_counter() + args.ingest_seconds
     stop = Path(args.stop_file) if args.stop_file else None
     i = 0
     while time.perf_counter() < end and not (stop is not None and i % 20 == 0 and stop.exists()):
         i += 1
         draft = EventDraft(kind="message", role="user", content={"text": f"live {i}"})
+        at = time.time()
         start = time.perf_counter()
         append_events(session, [draft], actor=actor)
-        latencies.append((time.perf_counter() - start) * 1000)
+        latencies.append((at, (time.perf_counter() - start) * 1000))
     print(json.dumps(latencies))
 
 

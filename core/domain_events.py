@@ -21,7 +21,7 @@ Nothing is announced for a write that rolled back: every send waits for `on_comm
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
@@ -87,24 +87,42 @@ def publish(event: DomainEvent) -> None:
     An outboxed event must be published inside the transaction of the change it reports:
     its row commits with the change or not at all.
     """
-    payload = event.payload()
-    json.dumps(payload)  # fail at the source if a payload is not JSON-safe
-    groups = event.groups()
-    # Robust hooks: the change has committed whatever happens after it. An error here must
-    # not reach the caller (who would retry a write that is durable) nor skip the hooks
-    # registered after this one; a relay that failed leaves its row to `relay_pending`.
-    webhook = event.webhook_event()
-    if not event.outboxed:
-        if webhook is not None:
+    publish_all([event])
+
+
+def publish_all(events: Sequence[DomainEvent]) -> None:
+    """`publish` for several events of one change, in order: the outboxed ones are written in
+    one INSERT and relayed together after commit (a retention batch deleting a hundred
+    sessions writes one statement, not a hundred, and claims their rows in one)."""
+    outboxed: list[tuple[DomainEvent, OutboxMessage]] = []
+    for event in events:
+        payload = event.payload()
+        json.dumps(payload)  # fail at the source if a payload is not JSON-safe
+        groups = event.groups()
+        if event.outboxed:
+            outboxed.append((event, _outbox_row(event, payload, groups)))
+            continue
+        if event.webhook_event() is not None:
             raise RuntimeError(f"{event.type} has a webhook name but is not outboxed")
         # Live-only: not waited for (the request answers before Redis does), sent in order.
-        transaction.on_commit(lambda: send_to_groups(groups, payload, wait=False), robust=True)
+        # Robust hooks: the change has committed whatever happens after it. An error here
+        # must not reach the caller (who would retry a write that is durable) nor skip the
+        # hooks registered after this one; a relay that failed leaves its rows to
+        # `relay_pending`.
+        transaction.on_commit(
+            lambda groups=groups, payload=payload: send_to_groups(groups, payload, wait=False),
+            robust=True,
+        )
+    if not outboxed:
         return
     if not connection.in_atomic_block:
-        raise RuntimeError(f"publish({event.type}) must run inside the change's transaction")
-    message = _outbox_row(event, payload, groups)
-    message.save(force_insert=True)
-    outbox_written(event, message)
+        names = ", ".join(event.type for event, _ in outboxed)
+        raise RuntimeError(f"publish({names}) must run inside the change's transaction")
+    messages = OutboxMessage.objects.bulk_create([message for _, message in outboxed])
+    for event, _ in outboxed:
+        _react(event)
+    message_ids = [message.pk for message in messages]
+    transaction.on_commit(lambda: relay_all(message_ids), robust=True)
 
 
 def outbox_message(event: DomainEvent) -> OutboxMessage:
@@ -128,13 +146,19 @@ def outbox_written(event: DomainEvent, message: OutboxMessage) -> None:
     """After `event`'s outbox row is inserted: its webhook deliveries (same transaction), then
     the relay on commit (at once in autocommit), and the reactions registered for its type
     (react_to), in the same transaction."""
+    _react(event)
+    message_id = message.pk
+    transaction.on_commit(lambda: relay_all([message_id]), robust=True)
+
+
+def _react(event: DomainEvent) -> None:
+    """In the transaction of an outboxed event's row: the reactions registered for its type,
+    then its webhook deliveries."""
     for reaction in _REACTIONS.get(event.type, ()):
         reaction(event)
     webhook = event.webhook_event()
     if webhook is not None:
         enqueue_deliveries(event.project_id, webhook, event.webhook_data())
-    message_id = message.pk
-    transaction.on_commit(lambda: relay(message_id), robust=True)
 
 
 def enqueue_deliveries(project_id: int, event: str, data: dict[str, Any]) -> int:
@@ -156,16 +180,23 @@ def kick_delivery_job() -> None:
 
 def relay(message_id: int) -> bool:
     """Fan one outbox row out to its groups and mark it sent (skipped if another relay holds it)."""
+    return relay_all([message_id]) == 1
+
+
+def relay_all(message_ids: list[int]) -> int:
+    """Fan outbox rows out to their groups, in id order, and mark them sent; rows another relay
+    holds or has sent are skipped. Returns how many were sent.
+
+    Marked sent first (one statement, the rows locked), un-marked together if a send fails:
+    the relay job then sends them all again (delivery is at least once; a page that hears a
+    notice twice renders the same thing twice)."""
     with transaction.atomic():
-        # Marked sent first (one statement, the row locked), un-marked if the send fails.
-        claimed = storage.claim_unsent_outbox_message(message_id, timezone.now())
-        if claimed is None:
-            return False
-        groups, payload = claimed
-        if not send_to_groups(groups, payload):
-            transaction.set_rollback(True)
-            return False  # left unsent: the relay job tries again
-    return True
+        claimed = storage.claim_unsent_outbox_messages(message_ids, timezone.now())
+        for groups, payload in claimed:
+            if not send_to_groups(groups, payload):
+                transaction.set_rollback(True)
+                return 0  # left unsent: the relay job tries again
+    return len(claimed)
 
 
 # An unsent row younger than this is probably being relayed right after its commit.

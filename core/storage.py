@@ -131,22 +131,23 @@ def active_key_with_project(prefix: str) -> ApiKey | None:
     return api_key
 
 
-def claim_unsent_outbox_message(message_id: int, now: Any) -> tuple[Any, Any] | None:
-    """Mark one unsent outbox row sent, in the caller's transaction, in one statement: its
-    (groups, payload), or None when it was sent already or another relay holds its lock (SKIP
-    LOCKED, as the relay job takes rows). Roll the transaction back if the send then fails."""
+def claim_unsent_outbox_messages(message_ids: list[int], now: Any) -> list[tuple[Any, Any]]:
+    """Mark unsent outbox rows sent, in the caller's transaction, in one statement: the
+    (groups, payload) of each, in id order, leaving out rows sent already or locked by another
+    relay (SKIP LOCKED, as the relay job takes rows). Roll the transaction back if a send then
+    fails."""
     t = table(OutboxMessage)
     sent_at = column(OutboxMessage, "relayed_at")
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {t} SET {sent_at} = %s WHERE id = (SELECT id FROM {t}"
-            f" WHERE id = %s AND {sent_at} IS NULL FOR UPDATE SKIP LOCKED)"
-            f" RETURNING {column(OutboxMessage, 'groups')}::text,"
+            f"UPDATE {t} SET {sent_at} = %s WHERE id IN (SELECT id FROM {t}"
+            f" WHERE id = ANY(%s) AND {sent_at} IS NULL FOR UPDATE SKIP LOCKED)"
+            f" RETURNING id, {column(OutboxMessage, 'groups')}::text,"
             f" {column(OutboxMessage, 'payload')}::text",
-            [now, message_id],
+            [now, list(message_ids)],
         )
-        row = cursor.fetchone()
-    return None if row is None else (json.loads(row[0]), json.loads(row[1]))
+        rows = sorted(cursor.fetchall())
+    return [(json.loads(groups), json.loads(payload)) for _, groups, payload in rows]
 
 
 def applied_migrations(conn: Any) -> set[tuple[str, str]]:

@@ -3,7 +3,7 @@
 from typing import Any
 
 from core.actors import Actor
-from core.domain_events import AuditRecorded, publish
+from core.domain_events import AuditRecorded, publish, publish_all
 from core.models import AuditEntry, Project
 
 
@@ -26,9 +26,17 @@ def record_audit(
         target_id=target_id,
         detail=detail,
     )
-    entry.save(force_insert=True)
-    audit_written(entry)
+    record_audits([entry])
     return entry
+
+
+def record_audits(entries: list[AuditEntry]) -> None:
+    """Write unsaved audit rows (audit_entry) in one INSERT, in the transaction of the change
+    they record (a retention batch records each session it deletes)."""
+    AuditEntry.objects.bulk_create(entries)
+    publish_all(
+        [AuditRecorded(project_id=entry.project_id, entry_id=entry.pk) for entry in entries]
+    )
 
 
 def audit_entry(

@@ -24,10 +24,10 @@ from django.db.models import F
 from django.utils import timezone
 
 from core.actors import Actor
-from core.domain_events import publish
+from core.domain_events import publish, publish_all
 from core.errors import DomainError
 from core.models import Project
-from core.services.audit import record_audit
+from core.services.audit import audit_entry, record_audits
 from sessions_app.models import Session, SessionStatus
 from sessions_app.retention import allow_event_deletion
 from sessions_app.services.lifecycle import transition_locked
@@ -158,23 +158,34 @@ def delete_sessions_locked(
             for session in sessions
         ]
     )
-    out: dict[UUID, tuple[int, int]] = {}
-    for session in sessions:
-        count, size = freed.get(session.pk, (0, 0))
-        out[session.pk] = (count, size)
-        record_audit(
-            session.project_id,
-            actor=ACTOR,
-            action="session.delete",
-            target_type="session",
-            target_id=session.pk,
-            detail={"events": count, "snapshots": snapshots.get(session.pk, 0), "bytes": size},
-        )
-        publish(
-            SessionDeleted(
-                project_id=session.project_id, session_id=str(session.pk), events_deleted=count
+    out = {session.pk: freed.get(session.pk, (0, 0)) for session in sessions}
+    record_audits(
+        [
+            audit_entry(
+                session.project_id,
+                actor=ACTOR,
+                action="session.delete",
+                target_type="session",
+                target_id=session.pk,
+                detail={
+                    "events": out[session.pk][0],
+                    "snapshots": snapshots.get(session.pk, 0),
+                    "bytes": out[session.pk][1],
+                },
             )
-        )
+            for session in sessions
+        ]
+    )
+    publish_all(
+        [
+            SessionDeleted(
+                project_id=session.project_id,
+                session_id=str(session.pk),
+                events_deleted=out[session.pk][0],
+            )
+            for session in sessions
+        ]
+    )
     return out
 
 

@@ -316,16 +316,16 @@ def test_a_relay_that_fails_after_commit_neither_fails_the_change_nor_stops_late
     session = make_session(project)
     task = make_task(project)
     heard = listen(task_group(task.pk))
-    real_relay = domain_events.relay
+    real_relay = domain_events.relay_all
     calls = []
 
-    def relay_failing_once(message_id: int) -> bool:
-        calls.append(message_id)
+    def relay_failing_once(message_ids: list[int]) -> int:
+        calls.append(message_ids)
         if len(calls) == 1:
             raise OperationalError("server closed the connection unexpectedly")
-        return real_relay(message_id)
+        return real_relay(message_ids)
 
-    monkeypatch.setattr(domain_events, "relay", relay_failing_once)
+    monkeypatch.setattr(domain_events, "relay_all", relay_failing_once)
     with transaction.atomic():
         pause_session(session, actor=AGENT)  # its relay fails
         transition_task(task, "sent_for_review", actor=AGENT)  # its relay runs after
