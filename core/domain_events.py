@@ -23,6 +23,7 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
@@ -109,10 +110,7 @@ def publish_all(events: Sequence[DomainEvent]) -> None:
         # must not reach the caller (who would retry a write that is durable) nor skip the
         # hooks registered after this one; a relay that failed leaves its rows to
         # `relay_pending`.
-        transaction.on_commit(
-            lambda groups=groups, payload=payload: send_to_groups(groups, payload, wait=False),
-            robust=True,
-        )
+        transaction.on_commit(partial(send_to_groups, groups, payload, wait=False), robust=True)
     if not outboxed:
         return
     if not connection.in_atomic_block:
