@@ -23,8 +23,8 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from functools import partial
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, ClassVar
 
 from celery import current_app  # type: ignore[import-untyped]
