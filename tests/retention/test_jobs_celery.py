@@ -135,6 +135,43 @@ def test_a_worker_killed_mid_deletion_leaves_the_session_whole_and_the_next_run_
     assert tomb.events_deleted == events_before
 
 
+def test_a_worker_killed_mid_batch_deletion_leaves_every_session_whole_and_the_next_run_deletes_them(
+    transactional_db, project, tmp_path
+):
+    """The set-based path (one DELETE for a batch's sessions): killed after its writes, before
+    the commit, none of the batch's sessions has lost an event, none has a tombstone."""
+    save_policy(project, {**QUICK, "compact_after": None}, actor=SYSTEM)
+    sessions = []
+    for _ in range(3):
+        session = make_session(project)
+        append(session, conversation(LARGE // 4))
+        session.refresh_from_db()
+        sessions.append(archived(session))
+    ids = [s.pk for s in sessions]
+    Session.objects.filter(pk__in=ids).update(archived_at=timezone.now() - timedelta(seconds=5))
+    counts = {s.pk: Event.objects.filter(session=s).count() for s in sessions}
+
+    app, queue, send = _kill_mid_job(
+        "retention_app.enforce_retention",
+        project,
+        tmp_path,
+        expect_marker=",".join(sorted(str(pk) for pk in ids)),
+    )
+    wait_until(lambda: not any(_locked(s) for s in sessions), tmp_path / "celery.log")
+    assert Session.objects.filter(pk__in=ids).count() == 3
+    assert {s.pk: Event.objects.filter(session=s).count() for s in sessions} == counts
+    assert not SessionTombstone.objects.exists()
+
+    (tmp_path / "next").mkdir()
+    with celery_processes(queue, tmp_path / "next") as log:
+        wait_until(lambda: "ready." in log.read_text(), log)
+        app.send_task("retention_app.enforce_retention", **send)
+        wait_until(lambda: not Session.objects.filter(pk__in=ids).exists(), log, 120)
+    assert not Event.objects.filter(session_id__in=ids).exists()
+    tombs = {t.session_id: t.events_deleted for t in SessionTombstone.objects.all()}
+    assert tombs == counts
+
+
 def _locked(session) -> bool:
     """Whether some transaction still holds the session's row (the killed worker's backend
     until PostgreSQL sees its socket close)."""
