@@ -267,6 +267,9 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 SWITCHBOARD_WEBHOOK_QUEUE = env_str("SWITCHBOARD_WEBHOOK_QUEUE", "celery")
 # The Celery queue the retention jobs run on (beat's entries and the page's "Run retention now").
 SWITCHBOARD_RETENTION_QUEUE = env_str("SWITCHBOARD_RETENTION_QUEUE", "celery")
+# A run queued from the retention page that no worker has taken for this long is flagged there
+# (no worker consumes the retention queue, or they are all busy).
+SWITCHBOARD_RETENTION_UNCLAIMED_SECONDS = env_int("SWITCHBOARD_RETENTION_UNCLAIMED_SECONDS", 120)
 # Declared here, in code; django-celery-beat's DatabaseScheduler copies these entries into its
 # PeriodicTask rows when beat starts (admins can still pause one in the admin).
 CELERY_BEAT_SCHEDULE = {

@@ -3,16 +3,24 @@
 from datetime import date, datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db.models import QuerySet, Sum
 from django.db.models.functions import TruncDate
 
 from sessions_app.models import Session
 
-from .models import LegalHold, RetentionRun
+from .models import LegalHold, RetentionRun, RunStatus
 
 
 def recent_runs(project_id: int, *, limit: int = 50) -> list[RetentionRun]:
     return list(RetentionRun.objects.filter(project_id=project_id).order_by("-started_at")[:limit])
+
+
+def unclaimed_runs(runs: list[RetentionRun], *, now: datetime) -> set[int]:
+    """Ids of the queued runs no worker has taken within SWITCHBOARD_RETENTION_UNCLAIMED_SECONDS
+    (a queued run's started_at is the time it was queued)."""
+    since = now - timedelta(seconds=settings.SWITCHBOARD_RETENTION_UNCLAIMED_SECONDS)
+    return {run.pk for run in runs if run.status == RunStatus.QUEUED and run.started_at < since}
 
 
 def run_dict(run: RetentionRun) -> dict[str, Any]:

@@ -4,19 +4,26 @@ holds, and the run history (a table and a chart of events freed per day). Parse,
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.vary import vary_on_headers
 
 from core.actors import Actor
 from core.errors import InvalidInput, NotFound
 from core.models import Membership, Role
-from core.pages import base_context, form_errors, project_for
-from retention_app.models import POLICY_FIELDS, LegalHold
-from retention_app.queries import events_freed_per_day, recent_runs, standing_holds
+from core.pages import base_context, form_errors, htmx_partial_for, project_for
+from retention_app.models import POLICY_FIELDS, LegalHold, RunStatus
+from retention_app.queries import (
+    events_freed_per_day,
+    recent_runs,
+    standing_holds,
+    unclaimed_runs,
+)
 from retention_app.services.holds import lift_hold, place_hold
 from retention_app.services.jobs import JobsUnavailable, request_runs
 from retention_app.services.policies import (
@@ -46,8 +53,12 @@ def live_context(project_id: int) -> dict[str, Any]:
     now = timezone.now()
     days = events_freed_per_day(project_id, now=now)
     top = max((n for _, n in days), default=0) or 1
+    runs = recent_runs(project_id, limit=30)
     return {
-        "runs": recent_runs(project_id, limit=30),
+        "runs": runs,
+        "unclaimed": unclaimed_runs(runs, now=now),
+        "any_queued": any(run.status == RunStatus.QUEUED for run in runs),
+        "retention_queue": settings.SWITCHBOARD_RETENTION_QUEUE,
         "chart": [
             {"day": day, "freed": n, "x": i * 10 + 1, "height": h, "y": 90 - h}
             for i, (day, n) in enumerate(days)
@@ -102,8 +113,14 @@ def _page(request: HttpRequest, membership: Membership, **extra: Any) -> dict[st
 
 @require_GET
 @login_required
+@vary_on_headers("HX-Request")
 def retention(request: HttpRequest, project_id: int) -> HttpResponse:
     membership = project_for(request, project_id)
+    if htmx_partial_for(request, "retention-runs"):
+        # Polled while a run is queued: it becomes unclaimed by the clock, with no change to
+        # push.
+        context = {"project": membership.project, **live_context(project_id)}
+        return render(request, f"{TEMPLATE}#live-runs", context)
     return render(request, TEMPLATE, _page(request, membership))
 
 
