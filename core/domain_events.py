@@ -21,15 +21,16 @@ Nothing is announced for a write that rolled back: every send waits for `on_comm
 
 import json
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
-from functools import partial
 from typing import Any, ClassVar
 
 from celery import current_app  # type: ignore[import-untyped]
 from django.conf import settings
-from django.db import connection, transaction
+from django.core.handlers.wsgi import WSGIHandler
+from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 from . import storage
@@ -110,7 +111,7 @@ def publish_all(events: Sequence[DomainEvent]) -> None:
         # must not reach the caller (who would retry a write that is durable) nor skip the
         # hooks registered after this one; a relay that failed leaves its rows to
         # `relay_pending`.
-        transaction.on_commit(partial(send_to_groups, groups, payload, wait=False), robust=True)
+        transaction.on_commit(_live_send(groups, payload), robust=True)
     if not outboxed:
         return
     if not connection.in_atomic_block:
@@ -120,7 +121,17 @@ def publish_all(events: Sequence[DomainEvent]) -> None:
     for event, _ in outboxed:
         _react(event)
     message_ids = [message.pk for message in messages]
-    transaction.on_commit(lambda: relay_all(message_ids), robust=True)
+    transaction.on_commit(lambda: relay_after_response(message_ids), robust=True)
+
+
+def _live_send(groups: list[str], payload: dict[str, Any]) -> Callable[[], None]:
+    """The after-commit hook sending one live-only notice (a function with a name: Django
+    logs a robust hook's failure by its __qualname__)."""
+
+    def send_live_notice() -> None:
+        send_to_groups(groups, payload, wait=False)
+
+    return send_live_notice
 
 
 def outbox_message(event: DomainEvent) -> OutboxMessage:
@@ -146,7 +157,7 @@ def outbox_written(event: DomainEvent, message: OutboxMessage) -> None:
     (react_to), in the same transaction."""
     _react(event)
     message_id = message.pk
-    transaction.on_commit(lambda: relay_all([message_id]), robust=True)
+    transaction.on_commit(lambda: relay_after_response([message_id]), robust=True)
 
 
 def _react(event: DomainEvent) -> None:
@@ -174,6 +185,44 @@ def kick_delivery_job() -> None:
     current_app.send_task(
         "core.deliver_webhooks", queue=settings.SWITCHBOARD_WEBHOOK_QUEUE, retry=False
     )
+
+
+# Outbox rows committed while this thread serves a WSGI request, relayed once its response has
+# been handed to the server (request_finished): a fork or a pause answers without waiting for
+# the relay's claim, its Redis send and its commit. The rows are durable already; if the
+# process dies first, the relay job sends them (RELAY_GRACE), as after any lost relay.
+_serving = threading.local()
+
+
+def defer_relays(sender: Any, **_kwargs: Any) -> None:
+    """request_started: a WSGI request's relays wait for its response (other handlers, the test
+    client's and the ASGI one, relay at commit as everywhere else)."""
+    if isinstance(sender, type) and issubclass(sender, WSGIHandler):
+        _serving.relays = []
+
+
+def relay_deferred(**_kwargs: Any) -> None:
+    """request_finished: relay what the request committed."""
+    message_ids = getattr(_serving, "relays", None)
+    _serving.relays = None
+    if not message_ids:
+        return
+    try:
+        relay_all(message_ids)
+    except Exception:  # the rows wait for the relay job; the response has gone already
+        logger.exception("relay of %s outbox rows after the response failed", len(message_ids))
+    # Django's own request_finished receiver (close_old_connections) ran before this one and
+    # gave the connection back; the relay took it again: give it back the same way.
+    close_old_connections()
+
+
+def relay_after_response(message_ids: list[int]) -> None:
+    """Relay now, or after the response when this thread serves a WSGI request."""
+    pending = getattr(_serving, "relays", None)
+    if pending is None:
+        relay_all(message_ids)
+    else:
+        pending.extend(message_ids)
 
 
 def relay(message_id: int) -> bool:
