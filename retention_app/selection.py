@@ -52,7 +52,10 @@ def after_key(action: str, key: tuple[Any, Any]) -> Q:
     """Candidates past `key` ((order value, id) of the last one a batch took) in their order:
     the next batch of a run starts there instead of walking the ones already done again."""
     field, (value, pk) = ORDER_FIELDS[action], key
-    return Q(**{f"{field}__gt": value}) | Q(**{field: value, "pk__gt": pk})
+    # `>= value` first, implied by the rest: the bound PostgreSQL starts the index scan at.
+    return Q(**{f"{field}__gte": value}) & (
+        Q(**{f"{field}__gt": value}) | Q(**{field: value, "pk__gt": pk})
+    )
 
 
 def _latest_handoff_status() -> Subquery:
@@ -191,6 +194,9 @@ def candidates(
             return base.none()
         qs = qs.exclude(holds.excluded())
     if action == "compact":
+        # Implied by the boundary filter below; said as the compaction index's condition
+        # (sessions_app: session_retention_compact) so PostgreSQL can use it.
+        qs = qs.filter(head_seq__gt=F("compacted_through_seq"))
         qs = qs.annotate(
             _boundary=_compact_boundary(),
             _after=Greatest(Coalesce(F("fork_seq"), Value(0)), F("compacted_through_seq")),

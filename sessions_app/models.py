@@ -107,6 +107,27 @@ class Session(models.Model):
             ),
             # Recently active sessions (overview, retention's idle scan).
             models.Index(fields=["project", "-updated_at"], name="session_project_updated"),
+            # Retention's scans (retention_app.selection), oldest first, a batch at a time: each
+            # batch walks its rule's index from where the last one stopped and evaluates the
+            # outcome rules only for the rows it takes, instead of sorting every candidate.
+            # Partial: closed and archived sessions are seldom written, so appends never
+            # touch these.
+            models.Index(
+                fields=["project", "archived_at", "id"],
+                condition=models.Q(status="archived"),
+                name="session_retention_delete",
+            ),
+            models.Index(
+                fields=["project", "closed_at", "id"],
+                condition=models.Q(status="closed"),
+                name="session_retention_archive",
+            ),
+            models.Index(
+                fields=["project", "closed_at", "id"],
+                condition=models.Q(status__in=["closed", "archived"])
+                & models.Q(head_seq__gt=models.F("compacted_through_seq")),
+                name="session_retention_compact",
+            ),
         ]
 
     def __str__(self) -> str:
