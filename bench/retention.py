@@ -51,6 +51,9 @@ def main() -> None:
     parser.add_argument("--heavy", type=int, default=1000)
     parser.add_argument("--events", type=int, default=1000)
     parser.add_argument("--ingest-seconds", type=float, default=30)
+    parser.add_argument(
+        "--nice", type=int, default=0, help="run the jobs at this niceness (as `nice -n`)"
+    )
     parser.add_argument("--ingest-child", type=int, help=argparse.SUPPRESS)  # a project id
     parser.add_argument("--stop-file", help=argparse.SUPPRESS)  # the loaded child stops at it
     args = parser.parse_args()
@@ -192,6 +195,8 @@ def main() -> None:
     stop.unlink(missing_ok=True)
     child = start_ingest(args, project.pk, stop_file=stop) if ingesting else None
     before = size()
+    if args.nice:
+        os.nice(args.nice)  # the job's process only: the ingestion child was started before
     compaction_began = time.time()
     start = time.perf_counter()
     runs = run_job("compact_sessions", trigger="bench", max_batches=10_000)
