@@ -20,8 +20,9 @@ from django.db.models import Min
 from django.utils import timezone
 
 from core.actors import Actor
-from core.domain_events import publish
-from core.services.audit import record_audit
+from core.domain_events import outbox_message, outbox_written
+from core.services.audit import audit_entry, audit_written
+from core.storage import insert_in_one_statement
 from sessions_app.models import Session
 from sessions_app.retention import allow_event_deletion
 from sessions_app.services.state import content_hash, state_at
@@ -107,8 +108,7 @@ def compact_locked(session: Session, *, actor: Actor, run: RetentionRun | None =
             f"state hash at head changed ({before.state_hash} -> {after_state.state_hash})"
         )
     compaction.state_hash_after = after_state.state_hash
-    compaction.save(force_insert=True)
-    record_audit(
+    entry = audit_entry(
         session.project_id,
         actor=actor,
         action="session.compact",
@@ -116,15 +116,18 @@ def compact_locked(session: Session, *, actor: Actor, run: RetentionRun | None =
         target_id=session.pk,
         detail={"through_seq": boundary, "events_removed": count, "bytes_removed": size},
     )
-    publish(
-        SessionCompacted(
-            project_id=session.project_id,
-            session_id=str(session.pk),
-            compaction_id=str(compaction.id),
-            through_seq=boundary,
-            events_removed=count,
-        )
+    compacted = SessionCompacted(
+        project_id=session.project_id,
+        session_id=str(session.pk),
+        compaction_id=str(compaction.id),
+        through_seq=boundary,
+        events_removed=count,
     )
+    message = outbox_message(compacted)
+    # The record, its audit row and its outbox row in one statement (one round trip).
+    insert_in_one_statement([compaction, entry, message])
+    audit_written(entry)
+    outbox_written(compacted, message)
     return Compacted(compaction, count, size)
 
 

@@ -12,6 +12,7 @@ selects only what is still due).
 """
 
 import logging
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -225,7 +226,11 @@ def run_batch(
     this run's previous batch took); the batch starts after it and records its own last one.
     Without it every batch would walk (and sort) the whole remaining selection again."""
     tally = Tally()
-    with transaction.atomic():
+    # Compaction and deletion open the append-only guard once for the batch (four round trips
+    # per session otherwise); the per-session savepoints below roll back a failed one's
+    # deletions, and the guard closes with the batch.
+    deleting = allow_event_deletion() if action in ("compact", "delete") else nullcontext()
+    with transaction.atomic(), deleting:
         storage.commit_without_waiting_for_flush()
         storage.share_project(project_id)
         current_holds = standing_holds(project_id) if holds is None else holds

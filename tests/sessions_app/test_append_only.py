@@ -93,3 +93,25 @@ def test_it_refuses_the_retention_block_outside_a_transaction(transactional_db, 
     with pytest.raises(DatabaseError, match="append-only"):
         Event.objects.filter(session=session).delete()
     assert Event.objects.filter(session=session).count() == 2
+
+
+def test_the_retention_block_nests_and_closes_with_the_outermost(session):
+    """A retention batch opens the guard once; each session's deletion opens it again inside:
+    the inner block leaves it open for the batch, the outer one closes it."""
+    delete = "DELETE FROM sessions_app_event WHERE session_id = %s AND seq = %s"
+    with transaction.atomic(), allow_event_deletion():
+        with allow_event_deletion():
+            assert _raw(delete, [session.pk, 2]) == 1
+        # Still inside the batch's block: open.
+        with transaction.atomic():
+            assert _raw(delete, [session.pk, 1]) == 1
+    assert not Event.objects.filter(session=session).exists()
+
+    other = make_session(session.project)
+    append_events(other, [EventDraft(kind="note", content={"n": 1})], actor=Actor.system())
+    with transaction.atomic():
+        with allow_event_deletion(), allow_event_deletion():
+            pass
+        with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
+            _raw(delete, [other.pk, 1])
+    assert Event.objects.filter(session=other).count() == 1
