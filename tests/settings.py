@@ -28,7 +28,7 @@ if _test_name:
 # SWITCHBOARD_TEST_DB lets several suites run side by side on one server.
 DATABASES["default"]["TEST"] = {"NAME": _RUN}
 
-if CHANNEL_LAYERS["default"]["BACKEND"] == "channels_redis.core.RedisChannelLayer":
+if CHANNEL_LAYERS["default"]["BACKEND"].startswith("channels_redis."):
     CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = f"switchboard-{_RUN}"
 
 # WhiteNoise warns on every request when STATIC_ROOT is missing (tests never collectstatic).

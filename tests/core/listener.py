@@ -1,21 +1,24 @@
-"""A listener on the real channel layer: a plain channel of its own, added to groups.
+"""A listener on the real channel layer: a channel of its own, added to groups.
 
-What `core.domain_events` sends to a group lands in this channel's queue in Redis, whichever
-process sent it (the test, a killed child, a Celery worker), and is read back here. A plain
-channel name (no `!`), so each read may run on a fresh event loop (async_to_sync).
+What `core.domain_events` sends to a group reaches this channel through Redis, whichever
+process sent it (the test, a killed child, a Celery worker). The layer is Redis pub/sub: a
+channel hears only while it is subscribed, as a live page's websocket consumer does for as
+long as it is connected. So the listener keeps an event loop of its own running in a thread,
+subscribed from the start and reading into a queue, and `receive` reads that queue.
 """
 
 import asyncio
+import queue
+import threading
 import uuid
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 
 
 def redis_layer_configured() -> bool:
-    return settings.CHANNEL_LAYERS["default"]["BACKEND"].endswith("RedisChannelLayer")
+    return settings.CHANNEL_LAYERS["default"]["BACKEND"].startswith("channels_redis.")
 
 
 class GroupListener:
@@ -23,26 +26,37 @@ class GroupListener:
         self.layer = get_channel_layer()
         self.channel = f"outbox-test-{uuid.uuid4().hex}"
         self.groups: list[str] = []
+        self.heard: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.reader = self._run(self._start_reading())
         self.add(*groups)
+
+    def _run(self, coroutine: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout=10)
+
+    async def _start_reading(self) -> "asyncio.Task[None]":
+        return asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        while True:
+            self.heard.put(await self.layer.receive(self.channel))
 
     def add(self, *groups: str) -> None:
         async def add() -> None:
             for group in groups:
                 await self.layer.group_add(group, self.channel)
 
-        async_to_sync(add)()
+        self._run(add())
         self.groups += groups
 
     def receive(self, timeout: float = 5.0) -> dict[str, Any] | None:
         """The next message, or None when none arrives within `timeout` seconds."""
-
-        async def receive() -> dict[str, Any] | None:
-            try:
-                return await asyncio.wait_for(self.layer.receive(self.channel), timeout)
-            except TimeoutError:
-                return None
-
-        return async_to_sync(receive)()
+        try:
+            return self.heard.get(timeout=timeout)
+        except queue.Empty:
+            return None
 
     def receive_all(self, quiet: float = 0.5) -> list[dict[str, Any]]:
         """Every message until none arrives for `quiet` seconds."""
@@ -53,7 +67,14 @@ class GroupListener:
 
     def close(self) -> None:
         async def discard() -> None:
+            self.reader.cancel()
             for group in self.groups:
                 await self.layer.group_discard(group, self.channel)
+            await self.layer.flush()
 
-        async_to_sync(discard)()
+        try:
+            self._run(discard())
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(timeout=5)
+            self.loop.close()

@@ -45,12 +45,15 @@ def eventually(predicate, timeout: float) -> float:
 
 
 def group_members(handoff_ids) -> int:
-    """Channels in the handoffs' channel-layer groups (channels-redis: a sorted set per group)."""
+    """Subscribers of the handoffs' channel-layer groups (channels-redis pub/sub: a server
+    process subscribes to a group's Redis channel while one of its waits is in it, and leaves
+    it when the last one does; one server process here, one wait per handoff)."""
     config = settings.CHANNEL_LAYERS["default"]["CONFIG"]
     prefix = config.get("prefix", "asgi")
     client = redis.Redis.from_url(config["hosts"][0]["address"])
     try:
-        return sum(client.zcard(f"{prefix}:group:{handoff_group(pk)}") for pk in handoff_ids)
+        names = [f"{prefix}__group__{handoff_group(pk)}" for pk in handoff_ids]
+        return sum(count for _, count in client.pubsub_numsub(*names))
     finally:
         client.close()
 
