@@ -41,6 +41,7 @@ from config import shutdown  # noqa: E402
 from config.longpoll import HandoffLongPoll  # noqa: E402
 from config.routing import websocket_urlpatterns  # noqa: E402
 from config.wsgi_bridge import BufferedWsgi  # noqa: E402
+from core.domain_events import relays_after_response  # noqa: E402
 
 Scope = dict[str, Any]
 
@@ -76,8 +77,12 @@ class Dispatcher:
     def __init__(self, async_paths: list[str], wsgi_threads: int) -> None:
         self.async_path = re.compile("|".join(f"(?:{p})" for p in async_paths) or r"(?!)")
         self.wsgi = _LoopAwareWsgi(django_wsgi_app)
+        # A request's outbox relays run after its response has gone (core.domain_events).
         self.wsgi_app = BufferedWsgi(
-            self.wsgi, workers=wsgi_threads, max_buffered_body=settings.SWITCHBOARD_MAX_BODY_BYTES
+            self.wsgi,
+            workers=wsgi_threads,
+            max_buffered_body=settings.SWITCHBOARD_MAX_BODY_BYTES,
+            around=relays_after_response,
         )
         self.longpoll = HandoffLongPoll(django_asgi_app)  # type: ignore[arg-type]
 

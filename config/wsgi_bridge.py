@@ -25,6 +25,7 @@ import io
 import sys
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from a2wsgi.wsgi import Body, build_environ
@@ -105,8 +106,18 @@ class _Exchange:
 class BufferedWsgi:
     """ASGI application serving `app` (WSGI) on `workers` threads."""
 
-    def __init__(self, app: WsgiApp, *, workers: int, max_buffered_body: int) -> None:
+    def __init__(
+        self,
+        app: WsgiApp,
+        *,
+        workers: int,
+        max_buffered_body: int,
+        around: Callable[[], AbstractContextManager[Any]] = nullcontext,
+    ) -> None:
+        """`around()`: a context each request's work in its thread runs in, from the call of
+        the application to the close of its response (after the response was handed over)."""
         self.app = app
+        self.around = around
         self.max_buffered_body = max_buffered_body
         self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="WSGI")
 
@@ -137,13 +148,17 @@ class BufferedWsgi:
             more = message.get("more_body", False)
         return io.BytesIO(b"".join(parts))
 
+    def _run(self, exchange: _Exchange, environ: dict[str, Any]) -> Any:
+        with self.around():
+            return exchange.run(self.app, environ)
+
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         loop = asyncio.get_running_loop()
         body = await self._read_body(scope, receive)
         environ = build_environ(scope, body)  # type: ignore[arg-type]
         environ["wsgi.errors"] = sys.stderr
         exchange = _Exchange(loop, send)
-        run = functools.partial(contextvars.copy_context().run, exchange.run, self.app, environ)
+        run = functools.partial(contextvars.copy_context().run, self._run, exchange, environ)
         sent = await loop.run_in_executor(self.executor, run)
         if sent is not None:
             await asyncio.wrap_future(sent)  # written by the loop (streamed: from the thread)

@@ -22,14 +22,14 @@ Nothing is announced for a write that rolled back: every send waits for `on_comm
 import json
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
 from celery import current_app  # type: ignore[import-untyped]
 from django.conf import settings
-from django.core.handlers.wsgi import WSGIHandler
 from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
@@ -187,42 +187,42 @@ def kick_delivery_job() -> None:
     )
 
 
-# Outbox rows committed while this thread serves a WSGI request, relayed once its response has
-# been handed to the server (request_finished): a fork or a pause answers without waiting for
-# the relay's claim, its Redis send and its commit. The rows are durable already; if the
-# process dies first, the relay job sends them (RELAY_GRACE), as after any lost relay.
+# Outbox rows committed while this thread serves a request under relays_after_response are
+# relayed once its response has been handed to the server: a fork or a pause answers without
+# waiting for the relay's claim, its Redis send and its commit. The rows are durable already;
+# if the process dies first, the relay job sends them (RELAY_GRACE), as after any lost relay.
 _serving = threading.local()
 
 
-def defer_relays(sender: Any, **_kwargs: Any) -> None:
-    """request_started: a WSGI request's relays wait for its response (other handlers, the test
-    client's and the ASGI one, relay at commit as everywhere else)."""
-    if isinstance(sender, type) and issubclass(sender, WSGIHandler):
-        _serving.relays = []
-
-
-def relay_deferred(**_kwargs: Any) -> None:
-    """request_finished: relay what the request committed."""
-    message_ids = getattr(_serving, "relays", None)
-    _serving.relays = None
-    if not message_ids:
-        return
+@contextmanager
+def relays_after_response() -> Iterator[None]:
+    """Hold back the relays of what commits inside the block and run them when it ends (a
+    server wraps a request's whole exchange in it, its response's hand-off and close included:
+    config.wsgi_bridge). Elsewhere (the test client, Celery, the shell) relays run at commit."""
+    outer = getattr(_serving, "relays", None)
+    held: list[int] = []
+    _serving.relays = held
     try:
-        relay_all(message_ids)
-    except Exception:  # the rows wait for the relay job; the response has gone already
-        logger.exception("relay of %s outbox rows after the response failed", len(message_ids))
-    # Django's own request_finished receiver (close_old_connections) ran before this one and
-    # gave the connection back; the relay took it again: give it back the same way.
-    close_old_connections()
+        yield
+    finally:
+        _serving.relays = outer
+        if held:
+            try:
+                relay_all(held)
+            except Exception:  # the rows wait for the relay job; the response has gone already
+                logger.exception("relay of %s outbox rows after the response failed", len(held))
+            # The request's own close (request_finished) gave the connection back already;
+            # the relay took it again: give it back the same way.
+            close_old_connections()
 
 
 def relay_after_response(message_ids: list[int]) -> None:
-    """Relay now, or after the response when this thread serves a WSGI request."""
-    pending = getattr(_serving, "relays", None)
-    if pending is None:
+    """Relay now, or when the enclosing relays_after_response block ends."""
+    held = getattr(_serving, "relays", None)
+    if held is None:
         relay_all(message_ids)
     else:
-        pending.extend(message_ids)
+        held.extend(message_ids)
 
 
 def relay(message_id: int) -> bool:

@@ -1,16 +1,21 @@
-"""Under a WSGI server, the outbox rows a request commits are relayed once its response has
-been handed to the server (request_finished), not before: the agent's fork answers without
-waiting for the relay's claim, Redis send and commit. The row is durable at commit either way;
-a relay that fails after the response leaves it to the relay job."""
+"""Served through config.wsgi_bridge (the run command's and the production ASGI entry), the
+outbox rows a request commits are relayed once its response has been handed to the server, not
+before: the agent's fork answers without waiting for the relay's claim, Redis send and commit.
+The row is durable at commit either way; a relay that fails after the response leaves it to the
+relay job. Elsewhere (the test client, Celery, the shell) the relay runs at commit."""
 
+import asyncio
 import json
+import threading
 
 import pytest
-from django.core.handlers.wsgi import WSGIHandler
-from django.test import RequestFactory
+from django.conf import settings
+from django.core.wsgi import get_wsgi_application
 from django.utils import timezone
 
-from core.domain_events import RELAY_GRACE, relay_pending
+from config.wsgi_bridge import BufferedWsgi
+from core import domain_events
+from core.domain_events import RELAY_GRACE, relay_pending, relays_after_response
 from core.models import OutboxMessage
 from core.realtime import project_list_group
 from tests.factories import make_api_key, make_session
@@ -20,45 +25,82 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.requires_redi
 QUIET = 0.6
 
 
-def fork_request(project, session) -> dict:
+def fork_through_the_bridge(project, session, *, on_sent=None) -> dict:
+    """POST a fork through BufferedWsgi (Django's WSGI handler, relays held for the response)
+    as an ASGI server drives it; the status and body the server was sent."""
     _key, raw = make_api_key(project)
-    request = RequestFactory().post(
-        f"/api/v1/sessions/{session.pk}/fork",
-        data=json.dumps({"at_seq": 0}),
-        content_type="application/json",
-        headers={"Authorization": f"Bearer {raw}"},
-        SERVER_NAME="localhost",
-    )
-    return request.environ
+    body = json.dumps({"at_seq": 0}).encode()
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": f"/api/v1/sessions/{session.pk}/fork",
+        "root_path": "",
+        "query_string": b"",
+        "http_version": "1.1",
+        "headers": [
+            (b"host", b"localhost"),
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"authorization", f"Bearer {raw}".encode()),
+        ],
+        "server": ("127.0.0.1", 8000),
+        "client": ("127.0.0.1", 50000),
+    }
+    sent: list[dict] = []
 
+    async def main() -> None:
+        messages = [{"type": "http.request", "body": body, "more_body": False}]
 
-def serve(environ: dict) -> tuple[str, object]:
-    """Call Django's WSGI handler as a WSGI server does; the response is not closed yet."""
-    status: list[str] = []
-    response = WSGIHandler()(environ, lambda s, headers, exc_info=None: status.append(s))
-    return status[0], response
+        async def receive() -> dict:
+            return messages.pop(0)
+
+        async def send(message: dict) -> None:
+            sent.append(message)
+            last = message["type"] == "http.response.body" and not message.get("more_body")
+            if last and on_sent is not None:
+                on_sent()
+
+        bridge = BufferedWsgi(
+            get_wsgi_application(),
+            workers=1,
+            max_buffered_body=settings.SWITCHBOARD_MAX_BODY_BYTES,
+            around=relays_after_response,
+        )
+        await bridge(scope, receive, send)
+        bridge.executor.shutdown(wait=True)  # the thread's relay after the response included
+
+    asyncio.run(main())
+    return {
+        "status": sent[0]["status"],
+        "body": b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body"),
+    }
 
 
 def opened_rows() -> list[OutboxMessage]:
     return list(OutboxMessage.objects.filter(type="session.opened").order_by("id"))
 
 
-def test_the_fork_is_relayed_after_its_response_is_handed_over(project, listen):
+def test_the_fork_is_relayed_after_its_response_is_handed_over(project, listen, monkeypatch):
     session = make_session(project)
     heard = listen(project_list_group(project.pk, "sessions"))
     OutboxMessage.objects.all().delete()
+    response_sent = threading.Event()
+    seen: dict[str, bool] = {}
+    real_relay_all = domain_events.relay_all
 
-    status, response = serve(fork_request(project, session))
-    assert status.startswith("201")
-    fork_id = json.loads(b"".join(response))["id"]
+    def relay_all_once_the_response_is_out(message_ids: list[int]) -> int:
+        # Held inside the request, this would wait here in vain (the response not yet out).
+        seen["response_out_first"] = response_sent.wait(timeout=5)
+        return real_relay_all(message_ids)
+
+    monkeypatch.setattr(domain_events, "relay_all", relay_all_once_the_response_is_out)
+    answer = fork_through_the_bridge(project, session, on_sent=response_sent.set)
+
+    assert answer["status"] == 201
+    fork_id = json.loads(answer["body"])["id"]
+    assert seen == {"response_out_first": True}
     [row] = opened_rows()
-    assert row.payload["session_id"] == fork_id
-    assert row.relayed_at is None  # committed, not yet relayed: the response went first
-    assert heard.receive_all(QUIET) == []
-
-    response.close()  # the server is done with the response: request_finished
-    row.refresh_from_db()
-    assert row.relayed_at is not None
+    assert row.payload["session_id"] == fork_id and row.relayed_at is not None
     assert [m["session_id"] for m in heard.receive_all(QUIET)] == [fork_id]
 
 
@@ -67,12 +109,14 @@ def test_a_relay_that_fails_after_the_response_leaves_the_row_to_the_relay_job(
 ):
     from core import realtime
 
+    def layer_down(*_args, **_kwargs):
+        raise OSError("down")
+
     session = make_session(project)
     OutboxMessage.objects.all().delete()
-    status, response = serve(fork_request(project, session))
-    assert status.startswith("201")
-    monkeypatch.setattr(realtime, "_submit", lambda *a, **k: (_ for _ in ()).throw(OSError("down")))
-    response.close()  # no exception reaches the server
+    monkeypatch.setattr(realtime, "_submit", layer_down)
+    answer = fork_through_the_bridge(project, session)
+    assert answer["status"] == 201  # the client never hears of it
     [row] = opened_rows()
     assert row.relayed_at is None
     monkeypatch.undo()
@@ -81,7 +125,7 @@ def test_a_relay_that_fails_after_the_response_leaves_the_row_to_the_relay_job(
     assert [m["type"] for m in heard.receive_all(QUIET)] == ["session.opened"]
 
 
-def test_outside_a_wsgi_request_the_relay_runs_at_commit(project, api):
+def test_outside_the_bridge_the_relay_runs_at_commit(project, api):
     """The test client (and Celery, the shell) relay at commit, as before."""
     session = make_session(project)
     OutboxMessage.objects.all().delete()
