@@ -4,8 +4,8 @@
 outboxed handoff step is sent to after its commit, core.domain_events) on a fresh channel and
 awaits a message there; the row is read (through `read`, which gives its connection back) only
 before and after a wake-up. While waiting, the coroutine holds neither a database connection nor
-a thread: a few hundred waiting agents cost a few hundred idle coroutines and one group entry
-each in Redis.
+a thread: a few hundred waiting agents cost a few hundred idle coroutines, and each server
+process one Redis subscription per handoff waited on.
 
 A message can be lost (Redis restarted, the relay job sends it later), so a waiter re-reads the
 row every RECHECK_SECONDS anyway; with the in-memory layer (no Redis: other processes cannot
@@ -83,6 +83,7 @@ async def wait_for_resolution(
     deadline = loop.time() + timeout
     group = handoff_group(handoff_id)
     joined = await _join(group)
+    wake: asyncio.Future[Any] | None = None
     try:
         # Read after joining: a change committed before the join is seen here, one after it
         # wakes the receive below. Nothing falls between the two.
@@ -93,18 +94,22 @@ async def wait_for_resolution(
                 break
             if joined is not None:
                 layer, channel = joined
-                try:
-                    await asyncio.wait_for(
-                        layer.receive(channel), timeout=min(remaining, RECHECK_SECONDS)
-                    )
-                except TimeoutError:
-                    pass
-                except Exception as exc:
-                    _outage.failed(exc)
-                    joined = None
+                # One receive for the whole wait, kept across rechecks: a receive cancelled by a
+                # timeout gives up its channel (channels-redis pub/sub unsubscribes it), and a
+                # notice arriving before the next receive would be missed.
+                if wake is None:
+                    wake = asyncio.ensure_future(layer.receive(channel))
+                done, _ = await asyncio.wait({wake}, timeout=min(remaining, RECHECK_SECONDS))
+                if wake in done:
+                    finished, wake = wake, None
+                    if (failure := finished.exception()) is not None:
+                        _outage.failed(failure)
+                        joined = None
             else:
                 await asyncio.sleep(min(remaining, POLL_SECONDS))
             body, resolved = await read()
         return body
     finally:
+        if wake is not None:
+            wake.cancel()
         await _leave(joined, group)
