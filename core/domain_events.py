@@ -117,11 +117,8 @@ def publish_all(events: Sequence[DomainEvent]) -> None:
     if not connection.in_atomic_block:
         names = ", ".join(event.type for event, _ in outboxed)
         raise RuntimeError(f"publish({names}) must run inside the change's transaction")
-    messages = OutboxMessage.objects.bulk_create([message for _, message in outboxed])
-    for event, _ in outboxed:
-        _react(event)
-    message_ids = [message.pk for message in messages]
-    transaction.on_commit(lambda: relay_after_response(message_ids), robust=True)
+    OutboxMessage.objects.bulk_create([message for _, message in outboxed])
+    _written(outboxed)
 
 
 def _live_send(groups: list[str], payload: dict[str, Any]) -> Callable[[], None]:
@@ -155,19 +152,20 @@ def outbox_written(event: DomainEvent, message: OutboxMessage) -> None:
     """After `event`'s outbox row is inserted: its webhook deliveries (same transaction), then
     the relay on commit (at once in autocommit), and the reactions registered for its type
     (react_to), in the same transaction."""
-    _react(event)
-    message_id = message.pk
-    transaction.on_commit(lambda: relay_after_response([message_id]), robust=True)
+    _written([(event, message)])
 
 
-def _react(event: DomainEvent) -> None:
-    """In the transaction of an outboxed event's row: the reactions registered for its type,
-    then its webhook deliveries."""
-    for reaction in _REACTIONS.get(event.type, ()):
-        reaction(event)
-    webhook = event.webhook_event()
-    if webhook is not None:
-        enqueue_deliveries(event.project_id, webhook, event.webhook_data())
+def _written(outboxed: list[tuple[DomainEvent, OutboxMessage]]) -> None:
+    """In the transaction of inserted outbox rows: each event's reactions (react_to) and webhook
+    deliveries, then one after-commit relay of all the rows."""
+    for event, _ in outboxed:
+        for reaction in _REACTIONS.get(event.type, ()):
+            reaction(event)
+        webhook = event.webhook_event()
+        if webhook is not None:
+            enqueue_deliveries(event.project_id, webhook, event.webhook_data())
+    message_ids = [message.pk for _, message in outboxed]
+    transaction.on_commit(lambda: relay_after_response(message_ids), robust=True)
 
 
 def enqueue_deliveries(project_id: int, event: str, data: dict[str, Any]) -> int:
@@ -223,11 +221,6 @@ def relay_after_response(message_ids: list[int]) -> None:
         relay_all(message_ids)
     else:
         held.extend(message_ids)
-
-
-def relay(message_id: int) -> bool:
-    """Fan one outbox row out to its groups and mark it sent (skipped if another relay holds it)."""
-    return relay_all([message_id]) == 1
 
 
 def relay_all(message_ids: list[int]) -> int:

@@ -64,11 +64,12 @@ def relay_all_pending(batch: int) -> int:
 
 
 def relay_one(message_id: int) -> bool:
-    """relay(message_id), as two after-commit hooks of two processes would race on one row."""
-    from core.domain_events import relay
+    """relay_all([message_id]), as two after-commit hooks of two processes would race on one
+    row."""
+    from core.domain_events import relay_all
 
     _meet_on_first_send()
-    sent = relay(message_id)
+    sent = relay_all([message_id]) == 1
     if not sent:
         barrier().wait()  # release the other, which holds the row in its send
     return sent

@@ -18,7 +18,7 @@ def test_one_receive_spans_the_rechecks_of_a_wait(monkeypatch):
     monkeypatch.setattr(waiting, "RECHECK_SECONDS", 0.1)
     layer = get_channel_layer()
     receives = []
-    real_receive = type(layer).__getattr__(layer, "receive")
+    real_receive = layer.receive
 
     async def counted_receive(channel):
         receives.append(channel)
