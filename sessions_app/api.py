@@ -487,11 +487,12 @@ def create_snapshot(request: HttpRequest, session_id: UUID) -> HttpResponse:
 )
 def fork(request: HttpRequest, session_id: UUID, payload: ForkIn) -> HttpResponse:
     api_key = request_key(request)
-    parent = request_session(request, session_id)
+    # fork_session reads the parent (locked, scoped to the key's project: 404 otherwise).
+    parent = Session(pk=session_id, project_id=api_key.project_id)
     child = fork_session(
         parent, at_seq=payload.at_seq, actor=Actor.for_key(api_key), title=payload.title
     )
-    child.agent = parent.agent
+    child.agent = child.parent.agent
     return json_response(session_to_dict(child), status=201)
 
 

@@ -10,7 +10,7 @@ from django.db import IntegrityError, connection, transaction
 
 from core.actors import Actor
 from core.domain_events import outbox_message, outbox_written, publish
-from core.errors import InvalidInput
+from core.errors import InvalidInput, NotFound
 from core.models import Project
 from core.services.audit import audit_entry, audit_written, record_audit
 from core.storage import insert_in_one_statement
@@ -85,19 +85,28 @@ def fork_session(parent: Session, *, at_seq: int, actor: Actor, title: str = "")
     """A copy-on-write fork: history = parent's up to `at_seq`, then its own. Copies no event.
 
     Rewinding is forking at an earlier seq. The fork opens fresh (status open, usage zero,
-    the parent's budget).
+    the parent's budget). `parent` needs only its pk and project_id (the API passes no more):
+    the row is read here, locked, with its agent; a session of another project is not found.
+    The returned fork's `parent` is that row.
     """
-    if at_seq < 0 or at_seq > parent.head_seq:
-        raise InvalidInput(
-            f"at_seq must be between 0 and the head ({parent.head_seq}).",
-            detail={"at_seq": at_seq, "head_seq": parent.head_seq},
-        )
     with transaction.atomic():
         # The parent's row lock orders this fork after any compaction of the parent in flight
         # (compaction locks it FOR UPDATE and never passes a live fork's fork_seq, see
         # retention_app.services.compaction); a fork inside a compacted range is refused (410):
         # its state there cannot be folded.
-        parent = Session.objects.select_for_update(no_key=True).get(pk=parent.pk)
+        try:
+            parent = (
+                Session.objects.select_related("agent")
+                .select_for_update(no_key=True, of=("self",))
+                .get(pk=parent.pk, project_id=parent.project_id)
+            )
+        except Session.DoesNotExist:
+            raise NotFound("Session not found.", detail={"session_id": str(parent.pk)}) from None
+        if at_seq < 0 or at_seq > parent.head_seq:
+            raise InvalidInput(
+                f"at_seq must be between 0 and the head ({parent.head_seq}).",
+                detail={"at_seq": at_seq, "head_seq": parent.head_seq},
+            )
         refuse_inside_compacted(parent, at_seq, what="fork point")
         ancestry = [
             [str(segment_id), at_seq if upto is None else min(upto, at_seq)]

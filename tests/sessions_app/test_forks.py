@@ -174,12 +174,11 @@ def test_a_fork_writes_its_session_audit_and_outbox_rows_in_one_statement(
         response = api.post(f"/sessions/{parent.pk}/fork", {"at_seq": 2})
     assert response.status_code == 201, response.content
     fork = Session.objects.get(pk=response.json()["id"])
-    # the session (the key comes from this process's cache, confirmed in Redis: core.keycache);
-    # then the parent locked (against a compaction in flight), ONE insert for the three rows
-    # and the look-up of the parent's task links (tasks_app's reaction: a fork keeps them), in
-    # one transaction; then the relay's claim.
+    # (the key comes from this process's cache, confirmed in Redis: core.keycache) the parent
+    # read and locked in one statement (against a compaction in flight; scoped to the key's
+    # project), ONE insert for the three rows and the look-up of the parent's task links
+    # (tasks_app's reaction: a fork keeps them), in one transaction; then the relay's claim.
     assert _statements(captured) == [
-        "SELECT",
         "BEGIN",
         "SELECT",
         "WITH",
