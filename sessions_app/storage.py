@@ -59,16 +59,17 @@ def _session_db(field_name: str, value: Any) -> Any:
 # --- Look-ups -------------------------------------------------------------------------------
 
 
-def session_in_project(session_id: UUID, project_id: int) -> Session | None:
+def session_in_project(session_id: UUID, project_id: int, *, lock: bool = False) -> Session | None:
     """The project's session with this id and its agent, as the ORM would build them
-    (`select_related("agent")`), in one statement: rendering a session names its agent."""
+    (`select_related("agent")`), in one statement: rendering a session names its agent.
+    With `lock`, the session's row is locked FOR NO KEY UPDATE (in the caller's transaction)."""
     columns, fields = select_list(Session, "s")
     agent_columns, agent_fields = select_list(Agent, "a")
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT {columns}, {agent_columns} FROM {table(Session)} s"
             f" JOIN {table(Agent)} a ON a.id = s.agent_id"
-            " WHERE s.id = %s AND s.project_id = %s",
+            " WHERE s.id = %s AND s.project_id = %s" + (" FOR NO KEY UPDATE OF s" if lock else ""),
             [session_id, project_id],
         )
         row = cursor.fetchone()

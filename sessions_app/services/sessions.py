@@ -14,6 +14,7 @@ from core.errors import InvalidInput, NotFound
 from core.models import Project
 from core.services.audit import audit_entry, audit_written, record_audit
 from core.storage import insert_in_one_statement
+from sessions_app import storage
 from sessions_app.compaction import refuse_inside_compacted
 from sessions_app.models import Agent, Session, SessionStatus
 from sessions_app.queries import export_header, open_export
@@ -94,14 +95,10 @@ def fork_session(parent: Session, *, at_seq: int, actor: Actor, title: str = "")
         # (compaction locks it FOR UPDATE and never passes a live fork's fork_seq, see
         # retention_app.services.compaction); a fork inside a compacted range is refused (410):
         # its state there cannot be folded.
-        try:
-            parent = (
-                Session.objects.select_related("agent")
-                .select_for_update(no_key=True, of=("self",))
-                .get(pk=parent.pk, project_id=parent.project_id)
-            )
-        except Session.DoesNotExist:
-            raise NotFound("Session not found.", detail={"session_id": str(parent.pk)}) from None
+        locked = storage.session_in_project(parent.pk, parent.project_id, lock=True)
+        if locked is None:
+            raise NotFound("Session not found.", detail={"session_id": str(parent.pk)})
+        parent = locked
         if at_seq < 0 or at_seq > parent.head_seq:
             raise InvalidInput(
                 f"at_seq must be between 0 and the head ({parent.head_seq}).",
