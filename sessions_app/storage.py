@@ -16,6 +16,7 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
+import orjson
 import psycopg
 from django.db import connection
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -326,6 +327,18 @@ def _rows_as_json_shape(check_head: bool, agent_write: bool) -> tuple[str, list[
     return sql, [(f"c{i}", f.attname, _json_value(f)) for i, f in enumerate(fields)]
 
 
+def _json_array(rows: list[dict[str, Any]]) -> str:
+    """`rows` as JSON text: orjson, five to ten times faster than json.dumps (which took a
+    tenth of a batch of 100's server time). Content that orjson refuses and PostgreSQL takes
+    (an integer beyond 64 bits, a key that is not text from a Python caller) goes through
+    json.dumps. A number that is not finite never gets here (services refuse it before:
+    core.text), so orjson never writes one as null."""
+    try:
+        return orjson.dumps(rows).decode()
+    except orjson.JSONEncodeError:
+        return json.dumps(rows, ensure_ascii=False, separators=(",", ":"))
+
+
 def _append_rows_as_json(
     session_id: Any,
     project_id: int,
@@ -355,7 +368,7 @@ def _append_rows_as_json(
         expected_head_seq=expected_head_seq,
     )
     params.append(len(events))
-    params.append(json.dumps(rows, ensure_ascii=False, separators=(",", ":")))
+    params.append(_json_array(rows))
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         result = cursor.fetchone()

@@ -123,7 +123,9 @@ def _checked_content_size(content: dict[str, object], position: int) -> int:
     after check_storable(content): one encoding serves both for the usual content (a batch
     of 100 encoded it twice, a tenth of its server time)."""
     try:
-        dumped = json.dumps(content, ensure_ascii=False, separators=(",", ":"))
+        # allow_nan=False: NaN or infinity raises here, and check_storable refuses it (the
+        # append's storage encodes with orjson, which would write it as null).
+        dumped = json.dumps(content, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         dumped.encode("utf-8")  # a lone surrogate fails here
         suspect = "\\u0000" in dumped  # a NUL (or a text spelling its escape: the walk tells)
     except (TypeError, ValueError, UnicodeEncodeError):

@@ -12,9 +12,10 @@ from django.test import Client, RequestFactory
 from config.api import unexpected
 from core.actors import Actor
 from core.errors import InvalidInput
-from core.text import LONE_SURROGATE, NUL_CHARACTER, dotted
+from core.text import LONE_SURROGATE, NOT_FINITE, NUL_CHARACTER, dotted
 from sessions_app.models import Event, Session
 from sessions_app.services.events import EventDraft, append_events
+from sessions_app.storage import COPY_FROM_ROWS
 from tasks_app.models import Step, Task, WorkflowDefinition
 from tasks_app.workflows import load_workflow_file
 from tests.factories import make_session, make_task
@@ -254,6 +255,62 @@ def test_the_append_service_refuses_unstorable_text_from_any_caller(project):
         "problem": LONE_SURROGATE,
     }
     assert not Event.objects.filter(session=session).exists()
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e400"])
+@pytest.mark.parametrize("size", [1, COPY_FROM_ROWS + 2], ids=["one", "batch"])
+def test_it_refuses_a_number_that_is_not_finite_and_names_the_field(
+    api, transactional_db, project, number, size
+):
+    # transactional_db: outside a transaction, as a request, the append takes its one-statement
+    # path (a batch's rows encoded as one JSON array).
+    # Python's json reads these (1e400 as infinity); jsonb cannot hold them, and the batch's
+    # encoder (orjson) would have written them as null: refused, naming the field, none written.
+    session = make_session(project)
+    events = ['{"kind": "note", "content": {"n": 1}}'] * size
+    events[-1] = '{"kind": "note", "content": {"list": [1, NUMBER]}}'.replace("NUMBER", number)
+    response = api.client.post(
+        f"/api/v1/sessions/{session.pk}/events",
+        f'{{"events": [{", ".join(events)}]}}',
+        content_type="application/json",
+        headers=api.headers,
+    )
+    assert response.status_code == 422, response.content
+    assert response.json()["error"]["detail"] == {
+        "field": f"events[{size - 1}].content.list[1]",
+        "problem": NOT_FINITE,
+    }
+    assert not Event.objects.filter(session=session).exists()
+    assert Session.objects.get(pk=session.pk).head_seq == 0
+
+
+def test_the_append_service_refuses_a_number_that_is_not_finite_from_any_caller(
+    transactional_db, project
+):
+    session = make_session(project)
+    drafts = [EventDraft(kind="note") for _ in range(COPY_FROM_ROWS)]
+    drafts.append(EventDraft(kind="note", content={"score": float("nan")}))
+    with pytest.raises(InvalidInput) as refused:
+        append_events(session, drafts, actor=Actor.system("tests"))
+    assert refused.value.detail == {
+        "index": COPY_FROM_ROWS,
+        "field": "content.score",
+        "problem": NOT_FINITE,
+    }
+    assert not Event.objects.filter(session=session).exists()
+
+
+@pytest.mark.parametrize("size", [1, COPY_FROM_ROWS + 2], ids=["one", "batch"])
+def test_it_stores_content_the_fast_encoder_refuses_exactly(api, transactional_db, project, size):
+    # An integer beyond 64 bits (jsonb keeps it; orjson refuses it, and the batch falls back to
+    # json.dumps), floats and non-ASCII text: stored as sent, whichever encoder wrote them.
+    session = make_session(project)
+    content = {"big": 123456789012345678901234567890, "f": 0.1, "e": 1e-7, "t": "caf\u00e9 \u4e2d"}
+    body = {"events": [{"kind": "note", "content": content} for _ in range(size)]}
+    response = api.post(f"/sessions/{session.pk}/events", body)
+    assert response.status_code == 201, response.content
+    stored = list(Event.objects.filter(session=session).values_list("content", flat=True))
+    assert stored == [content] * size
 
 
 def test_a_workflow_file_with_a_nul_character_is_refused_by_the_parser(tmp_path):
