@@ -87,25 +87,48 @@ def validate_draft(draft: EventDraft, *, system: bool) -> None:
         raise InvalidInput("tokens and cost cannot be negative.")
 
 
+_EVENT_FIELDS = (
+    "session_id",
+    "seq",
+    "kind",
+    "tier",
+    "role",
+    "content",
+    "text",
+    "tokens",
+    "cost",
+    "actor",
+    "idempotency_key",
+    "created_at",
+)
+if tuple(f.attname for f in Event._meta.concrete_fields) != _EVENT_FIELDS:
+    # build_events passes the fields by position: a field added or moved must be placed there.
+    raise RuntimeError("Event's fields changed: update build_events and _EVENT_FIELDS")
+
+
 def build_events(
     session: Session, drafts: Sequence[EventDraft], *, actor: Actor, first: int | None
 ) -> list[Event]:
     """Unsaved events numbered from `first`; with `first` None they have no seq yet (the
     one-statement append numbers them in SQL, then sets it)."""
     now = timezone.now()
+    label = actor.label
+    # Positional, in _EVENT_FIELDS' order: half the cost of keywords in Model.__init__ (a
+    # batch of 100 spent a tenth of its server time building its events).
     events = [
         Event(
-            session_id=session.pk,
-            kind=d.kind,
-            tier=d.tier or DEFAULT_TIER[d.kind],
-            role=d.role,
-            content=d.content,
-            text=searchable_text(d.kind, d.content),
-            tokens=d.tokens,
-            cost=d.cost,
-            actor=actor.label,
-            idempotency_key=d.idempotency_key,
-            created_at=now,
+            session.pk,
+            None,
+            d.kind,
+            d.tier or DEFAULT_TIER[d.kind],
+            d.role,
+            d.content,
+            searchable_text(d.kind, d.content),
+            d.tokens,
+            d.cost,
+            label,
+            d.idempotency_key,
+            now,
         )
         for d in drafts
     ]
