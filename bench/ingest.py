@@ -40,6 +40,11 @@ the server's own share (measured in the SERVER SETUPS table). What dominates a r
 uvicorn but Django's ASGI handler: a request that fails authentication without touching the
 database costs ~3 ms of server CPU under ASGI and ~1 ms under WSGI on these machines.
 
+`--server granian-wsgi` takes every figure through granian's WSGI server running
+config.wsgi:application instead (`granian --interface wsgi --workers 2 --blocking-threads 4`):
+the production split's WSGI side (README, "Production"), where a reverse proxy sends `/ws/` and
+the async paths to config.asgi. Full runs measure it in SERVER SETUPS either way.
+
 Nothing is asserted; the exit status is 0 unless the benchmark itself fails. Other flags:
 --server-root DIR runs the server from another checkout (before/after figures); --keep-server.
 """
@@ -550,6 +555,9 @@ def timed(conn: HttpConn, raw: bytes, expect: tuple[int, ...] = (200, 201)) -> t
 
 
 SERVER_ROOT = ROOT  # --server-root: run the server from another checkout (before/after runs)
+UVICORN = "uvicorn"  # config.asgi:application: what scripts/run starts, one kind of process
+GRANIAN_WSGI = "granian-wsgi"  # config.wsgi:application under granian: the production split
+GRANIAN_THREADS = 4  # blocking threads per granian worker (README's starting point)
 
 
 class Server:
@@ -564,39 +572,68 @@ class Server:
         redis: bool = True,
         pool_max: int | None = None,
         wsgi: bool = False,
+        kind: str = "uvicorn",
     ) -> None:
         self.port = port
-        self.label = (
-            f"uvicorn --workers {workers} --http {http} --loop {loop}"
-            + ("" if redis else " (no REDIS_URL: in-memory channel layer)")
-            + (" --interface wsgi (Django WSGIHandler)" if wsgi else "")
-        )
-        app = (
-            ["--factory", "django.core.wsgi:get_wsgi_application", "--interface", "wsgi"]
-            if wsgi
-            else ["config.asgi:application"]
-        )
-        cmd = [
-            str(VENV_BIN / "uvicorn"),
-            *app,
-            "--app-dir",
-            str(SERVER_ROOT),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--workers",
-            str(workers),
-            "--http",
-            http,
-            "--loop",
-            loop,
-            "--lifespan",
-            "off",
-            "--no-access-log",
-            "--log-level",
-            "warning",
-        ]
+        if kind == GRANIAN_WSGI:
+            # The production split's WSGI side (README, "Production"): plain HTTP only; the
+            # websockets and async paths go to config.asgi behind the same proxy.
+            self.label = (
+                f"granian --interface wsgi --workers {workers}"
+                f" --blocking-threads {GRANIAN_THREADS}"
+                + ("" if redis else " (no REDIS_URL: in-memory channel layer)")
+            )
+            cmd = [
+                str(VENV_BIN / "granian"),
+                "--interface",
+                "wsgi",
+                "config.wsgi:application",
+                "--working-dir",
+                str(SERVER_ROOT),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--workers",
+                str(workers),
+                "--blocking-threads",
+                str(GRANIAN_THREADS),
+                "--no-ws",
+                "--log-level",
+                "warning",
+            ]
+        else:
+            self.label = (
+                f"uvicorn --workers {workers} --http {http} --loop {loop}"
+                + ("" if redis else " (no REDIS_URL: in-memory channel layer)")
+                + (" --interface wsgi (Django WSGIHandler)" if wsgi else "")
+            )
+            app = (
+                ["--factory", "django.core.wsgi:get_wsgi_application", "--interface", "wsgi"]
+                if wsgi
+                else ["config.asgi:application"]
+            )
+            cmd = [
+                str(VENV_BIN / "uvicorn"),
+                *app,
+                "--app-dir",
+                str(SERVER_ROOT),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--workers",
+                str(workers),
+                "--http",
+                http,
+                "--loop",
+                loop,
+                "--lifespan",
+                "off",
+                "--no-access-log",
+                "--log-level",
+                "warning",
+            ]
         env = server_env(db, redis=redis)
         if pool_max:
             env["DB_POOL_MAX"] = str(pool_max)
@@ -1722,6 +1759,14 @@ def main() -> int:
         help="run the server from this checkout (same schema), e.g. a copy of the "
         "tree before a change, for before/after figures",
     )
+    p.add_argument(
+        "--server",
+        choices=[UVICORN, GRANIAN_WSGI],
+        default=UVICORN,
+        help="the server the figures are taken through: uvicorn config.asgi:application (what "
+        "scripts/run starts; default) or granian's WSGI server with config.wsgi:application "
+        "(the production split's WSGI side, README). Full runs measure both in SERVER SETUPS",
+    )
     args = p.parse_args()
     global SERVER_ROOT
     SERVER_ROOT = args.server_root.resolve()
@@ -1860,7 +1905,12 @@ def main() -> int:
                 ).stdout.strip()
                 else ""
             ),
-            "server": f"uvicorn --workers {args.workers} --http {args.http} --loop {args.loop}",
+            "server": (
+                f"granian --interface wsgi --workers {args.workers}"
+                f" --blocking-threads {GRANIAN_THREADS}"
+                if args.server == GRANIAN_WSGI
+                else f"uvicorn --workers {args.workers} --http {args.http} --loop {args.loop}"
+            ),
             "server_root": str(SERVER_ROOT),
         },
         "raw_single": raw1,
@@ -1878,7 +1928,9 @@ def main() -> int:
     try:
         port = free_port()
         log(f"starting {results['config']['server']} on port {port}")
-        server = Server(args.db, port, workers=args.workers, http=args.http, loop=args.loop)
+        server = Server(
+            args.db, port, workers=args.workers, http=args.http, loop=args.loop, kind=args.server
+        )
         servers.append(server)
         server.wait_ready(api_key, f"/api/v1/sessions/{read_sid}")
         warm_up(port, api_key, factory, str(new_session("warm-up")), str(read_sid), args.workers)
@@ -1952,9 +2004,9 @@ def main() -> int:
         # Each setup: a fresh session, `mbodies` single-event appends on one connection
         # (sequential), then 4 connections on 4 sessions for a few seconds (concurrent).
         chosen = (args.workers, args.http, args.loop)
-        setups: list[tuple[int, str, str, bool, bool]] = [
-            (*chosen, True, False),
-            (*chosen, False, False),
+        setups: list[tuple[int, str, str, bool, bool, str]] = [
+            (*chosen, True, False, args.server),
+            (*chosen, False, False, args.server),
         ]
         if matrix:
             for setup in [
@@ -1965,17 +2017,27 @@ def main() -> int:
                 (2, "h11", "asyncio"),
                 (4, "httptools", "uvloop"),
             ]:
-                if setup != chosen:
-                    setups.append((*setup, True, False))
+                if setup != chosen or args.server != UVICORN:
+                    setups.append((*setup, True, False, UVICORN))
             # Not the product's setup (no websockets): how much of a request is Django's ASGI
             # handler (a thread per request, sync/async hand-offs) rather than the work.
-            setups.append((args.workers, args.http, args.loop, True, True))
+            setups.append((args.workers, args.http, args.loop, True, True, UVICORN))
+            # The production split's WSGI side.
+            if args.server != GRANIAN_WSGI:
+                setups.append((args.workers, args.http, args.loop, True, False, GRANIAN_WSGI))
         matrix_rows = []
         mbodies = append_bodies(factory, 150 if quick else 300, seed=300)
-        for workers, http, loop, redis, wsgi in setups:
+        for workers, http, loop, redis, wsgi, kind in setups:
             port = free_port()
             srv = Server(
-                args.db, port, workers=workers, http=http, loop=loop, redis=redis, wsgi=wsgi
+                args.db,
+                port,
+                workers=workers,
+                http=http,
+                loop=loop,
+                redis=redis,
+                wsgi=wsgi,
+                kind=kind,
             )
             servers.append(srv)
             log(f"setup: {srv.label}")

@@ -114,7 +114,7 @@ def test_a_relay_that_fails_after_the_response_leaves_the_row_to_the_relay_job(
 
     session = make_session(project)
     OutboxMessage.objects.all().delete()
-    monkeypatch.setattr(realtime, "_submit", layer_down)
+    monkeypatch.setattr(realtime, "_publish_or_submit", layer_down)
     answer = fork_through_the_bridge(project, session)
     assert answer["status"] == 201  # the client never hears of it
     [row] = opened_rows()
