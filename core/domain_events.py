@@ -35,7 +35,7 @@ from django.utils import timezone
 
 from . import storage
 from .models import OutboxMessage
-from .realtime import project_list_group, send_to_groups
+from .realtime import project_list_group, send_to_groups, sends_after_response
 
 logger = logging.getLogger(__name__)
 
@@ -194,14 +194,17 @@ _serving = threading.local()
 
 @contextmanager
 def relays_after_response() -> Iterator[None]:
-    """Hold back the relays of what commits inside the block and run them when it ends (a
-    server wraps a request's whole exchange in it, its response's hand-off and close included:
-    config.wsgi_bridge). Elsewhere (the test client, Celery, the shell) relays run at commit."""
+    """Hold back the relays of what commits inside the block, and its live notices
+    (realtime.sends_after_response), and send them when it ends (a server wraps a request's
+    whole exchange in it, its response's hand-off and close included: config.wsgi_bridge).
+    Elsewhere (the test client, Celery, the shell) both go at commit."""
     outer = getattr(_serving, "relays", None)
     held: list[int] = []
     _serving.relays = held
     try:
-        yield
+        # The block's live notices go first when it ends (in the order made), then its relays.
+        with sends_after_response():
+            yield
     finally:
         _serving.relays = outer
         if held:

@@ -12,6 +12,8 @@ import concurrent.futures
 import logging
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import redis
@@ -55,6 +57,11 @@ def send_to_groups(groups: list[str], message: dict[str, Any], *, wait: bool = T
     failure is logged all the same. Either way the sends of a process go out in the order they
     were made (one queue per event loop).
     """
+    if not wait:
+        held = getattr(_after_response, "sends", None)
+        if held is not None:
+            held.append((groups, message))
+            return True
     layer = get_channel_layer()
     if layer is None:
         return True
@@ -86,6 +93,29 @@ def _log_outcome(done: concurrent.futures.Future[None]) -> None:
         _layer_outage.succeeded()
     else:
         _layer_outage.failed(exc)
+
+
+# Live notices (wait=False) made while this thread serves a request under
+# sends_after_response are sent once its response has been handed to the server: the agent's
+# append answers without waiting for the PUBLISH round trip. A notice is a courtesy (pages
+# catch up from the database); one lost with its process is lost as one lost in flight was.
+_after_response = threading.local()
+
+
+@contextmanager
+def sends_after_response() -> Iterator[None]:
+    """Hold back the live notices sent inside the block and send them, in order, when it ends
+    (core.domain_events.relays_after_response, which config.wsgi_bridge wraps around a
+    request's whole exchange, enters it). Elsewhere notices go at once."""
+    outer = getattr(_after_response, "sends", None)
+    held: list[tuple[list[str], dict[str, Any]]] = []
+    _after_response.sends = held
+    try:
+        yield
+    finally:
+        _after_response.sends = outer
+        for groups, message in held:
+            send_to_groups(groups, message, wait=False)
 
 
 def _publish_or_submit(

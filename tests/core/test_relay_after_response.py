@@ -17,7 +17,7 @@ from config.wsgi_bridge import BufferedWsgi
 from core import domain_events
 from core.domain_events import RELAY_GRACE, relay_pending, relays_after_response
 from core.models import OutboxMessage
-from core.realtime import project_list_group
+from core.realtime import project_list_group, session_group
 from tests.factories import make_api_key, make_session
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.requires_redis("live relay")]
@@ -26,14 +26,20 @@ QUIET = 0.6
 
 
 def fork_through_the_bridge(project, session, *, on_sent=None) -> dict:
-    """POST a fork through BufferedWsgi (Django's WSGI handler, relays held for the response)
-    as an ASGI server drives it; the status and body the server was sent."""
+    return post_through_the_bridge(
+        project, f"/api/v1/sessions/{session.pk}/fork", {"at_seq": 0}, on_sent=on_sent
+    )
+
+
+def post_through_the_bridge(project, path: str, payload: dict, *, on_sent=None) -> dict:
+    """POST through BufferedWsgi (Django's WSGI handler, relays and live notices held for the
+    response) as an ASGI server drives it; the status and body the server was sent."""
     _key, raw = make_api_key(project)
-    body = json.dumps({"at_seq": 0}).encode()
+    body = json.dumps(payload).encode()
     scope = {
         "type": "http",
         "method": "POST",
-        "path": f"/api/v1/sessions/{session.pk}/fork",
+        "path": path,
         "root_path": "",
         "query_string": b"",
         "http_version": "1.1",
@@ -102,6 +108,49 @@ def test_the_fork_is_relayed_after_its_response_is_handed_over(project, listen, 
     [row] = opened_rows()
     assert row.payload["session_id"] == fork_id and row.relayed_at is not None
     assert [m["session_id"] for m in heard.receive_all(QUIET)] == [fork_id]
+
+
+def test_an_appends_live_notice_is_published_after_its_response_is_handed_over(
+    project, listen, monkeypatch
+):
+    from core import realtime
+
+    session = make_session(project)
+    heard = listen(session_group(session.pk))
+    response_sent = threading.Event()
+    seen: list[bool] = []
+    real_publish = realtime._publish_or_submit
+
+    def publish_once_the_response_is_out(layer, groups, message):
+        if message["type"] == "session.events":  # not the new API key's audit notice
+            # Held inside the request, this would wait here in vain (the response not yet out).
+            seen.append(response_sent.wait(timeout=5))
+        return real_publish(layer, groups, message)
+
+    monkeypatch.setattr(realtime, "_publish_or_submit", publish_once_the_response_is_out)
+    answer = post_through_the_bridge(
+        project,
+        f"/api/v1/sessions/{session.pk}/events",
+        {"events": [{"kind": "note", "content": {"text": "hi"}}]},
+        on_sent=response_sent.set,
+    )
+    assert answer["status"] == 201, answer["body"]
+    assert seen == [True]
+    [notice] = heard.receive_all(QUIET)
+    assert (notice["session_id"], notice["from_seq"], notice["to_seq"]) == (str(session.pk), 1, 1)
+
+
+def test_outside_the_bridge_a_live_notice_goes_at_commit(project, api, listen):
+    """The test client (and Celery, the shell): nothing held, the notice is out by the time
+    the response is."""
+    from core import realtime
+
+    session = make_session(project)
+    heard = listen(session_group(session.pk))
+    assert getattr(realtime._after_response, "sends", None) is None
+    response = api.post(f"/sessions/{session.pk}/events", {"events": [{"kind": "note"}]})
+    assert response.status_code == 201
+    assert heard.receive(timeout=QUIET)["to_seq"] == 1
 
 
 def test_a_relay_that_fails_after_the_response_leaves_the_row_to_the_relay_job(
