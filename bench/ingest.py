@@ -575,6 +575,8 @@ class Server:
         kind: str = "uvicorn",
     ) -> None:
         self.port = port
+        # Both servers take these flags under these names.
+        listen = ["--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)]
         if kind == GRANIAN_WSGI:
             # The production split's WSGI side (README, "Production"): plain HTTP only; the
             # websockets and async paths go to config.asgi behind the same proxy.
@@ -590,12 +592,7 @@ class Server:
                 "config.wsgi:application",
                 "--working-dir",
                 str(SERVER_ROOT),
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--workers",
-                str(workers),
+                *listen,
                 "--blocking-threads",
                 str(GRANIAN_THREADS),
                 "--no-ws",
@@ -618,12 +615,7 @@ class Server:
                 *app,
                 "--app-dir",
                 str(SERVER_ROOT),
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--workers",
-                str(workers),
+                *listen,
                 "--http",
                 http,
                 "--loop",

@@ -12,6 +12,7 @@ import concurrent.futures
 import logging
 import os
 import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -53,9 +54,10 @@ def send_to_groups(groups: list[str], message: dict[str, Any], *, wait: bool = T
     """Send `message` to every group; False (logged) when the channel layer failed.
 
     A live update is a courtesy to open pages: a Redis hiccup must not fail a committed write.
-    With `wait=False` (live-only events) the send is queued and this returns True at once; its
-    failure is logged all the same. Either way the sends of a process go out in the order they
-    were made (one queue per event loop).
+    With `wait=False` (live-only events) a send that goes through an event loop (any layer but
+    Redis pub/sub, which is published to from this thread) is queued and this returns True at
+    once; its failure is logged all the same. Either way a thread's sends go out in the order
+    they were made.
     """
     if not wait:
         held = getattr(_after_response, "sends", None)
@@ -169,19 +171,20 @@ class _Publisher:
             pipe.execute()
 
 
-_publishers: dict[int, _Publisher | None] = {}
+# By the layer object itself (weakly: a layer built and dropped, as a test does, takes its
+# publisher with it, and a later layer at the same address never finds it).
+_publishers: weakref.WeakKeyDictionary[Any, _Publisher | None] = weakref.WeakKeyDictionary()
 
 
 def _publisher(layer: Any) -> _Publisher | None:
     """The layer's publisher (one per layer object: redis-py's pools survive a fork), or None
     for a layer it does not speak for (in memory, the list-based Redis layer, Sentinel hosts)."""
-    key = id(layer)
-    if key not in _publishers:
+    if layer not in _publishers:
         usable = isinstance(layer, RedisPubSubChannelLayer) and all(
             "address" in host for host in decode_hosts(layer._kwargs.get("hosts"))
         )
-        _publishers[key] = _Publisher(layer) if usable else None
-    return _publishers[key]
+        _publishers[layer] = _Publisher(layer) if usable else None
+    return _publishers[layer]
 
 
 async def _send_all(layer: Any, groups: list[str], message: dict[str, Any]) -> None:
