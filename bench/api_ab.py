@@ -63,9 +63,14 @@ def build(port: int, key: str, method: str, path: str, body: Any = None) -> byte
 
 
 def profile(
-    server: ib.Server, key: str, sid: str, bodies: list[bytes], seconds: float, out: Path
+    server: ib.Server,
+    key: str,
+    raws: list[bytes],
+    expect: tuple[int, ...],
+    seconds: float,
+    out: Path,
 ) -> None:
-    """py-spy on every worker of `server` while `bodies` are appended in a loop."""
+    """py-spy on every worker of `server` while the requests `raws` are sent in a loop."""
     pyspy = os.environ.get("PYSPY", "/tmp/pyspy/bin/py-spy")
     children = subprocess.run(
         ["pgrep", "-P", str(server.proc.pid)], capture_output=True, text=True
@@ -94,12 +99,10 @@ def profile(
     ]
     time.sleep(1.0)
     c = ib.HttpConn(server.port, key)
-    path = f"/api/v1/sessions/{sid}/events"
-    raws = [c.build("POST", path, b) for b in bodies]
     stop = time.time() + seconds
     i = 0
     while time.time() < stop:
-        ib.timed(c, raws[i % len(raws)], (201,))
+        ib.timed(c, raws[i % len(raws)], expect)
         i += 1
     c.close()
     for p in procs:
@@ -153,7 +156,15 @@ def main() -> int:
     p.add_argument("--fleet-repeats", type=int, default=2)
     p.add_argument("--no-fleet", action="store_true")
     p.add_argument("--fleet-only", action="store_true", help="only the fleet (no rounds)")
-    p.add_argument("--profile", choices=["single", "batch"], action="append", default=[])
+    p.add_argument(
+        "--profile", choices=["single", "batch", "last50", "fork"], action="append", default=[]
+    )
+    p.add_argument(
+        "--server",
+        choices=[ib.UVICORN, ib.GRANIAN_WSGI],
+        default=ib.UVICORN,
+        help="the server both checkouts run under (bench/ingest.py's --server)",
+    )
     p.add_argument("--profile-seconds", type=float, default=12.0)
     p.add_argument("--workers", type=int, default=ib.DEFAULT_WORKERS)
     p.add_argument(
@@ -219,7 +230,12 @@ def main() -> int:
             os.environ.update(extra)
             try:
                 servers[label] = ib.Server(
-                    args.db, port, workers=args.workers, http=ib.DEFAULT_HTTP, loop=ib.DEFAULT_LOOP
+                    args.db,
+                    port,
+                    workers=args.workers,
+                    http=ib.DEFAULT_HTTP,
+                    loop=ib.DEFAULT_LOOP,
+                    kind=args.server,
                 )
             finally:
                 os.environ.clear()
@@ -305,13 +321,28 @@ def main() -> int:
                     ib.log(f"fleet {lb}: {fleet[lb][-1]['events_per_s']:,.0f} events/s")
 
         for what in args.profile:
-            sid = new_session(f"profile {what}")
-            bodies = (
-                singles if what == "single" else ib.append_bodies(factory, 50, seed=500, batch=100)
-            )
+            port = servers["new"].port
+            base = f"/api/v1/sessions/{read_sid}"
+            if what in ("single", "batch"):
+                path = f"/api/v1/sessions/{new_session(f'profile {what}')}/events"
+                bodies = (
+                    singles
+                    if what == "single"
+                    else ib.append_bodies(factory, 50, seed=500, batch=100)
+                )
+                raws, expect = [build(port, key, "POST", path, b) for b in bodies], (201,)
+            elif what == "last50":
+                raws = [build(port, key, "GET", f"{base}/events?order=desc&limit=50")]
+                expect = (200,)
+            else:
+                raws = [
+                    build(port, key, "POST", f"{base}/fork", {"at_seq": rng.randint(1, head)})
+                    for _ in range(200)
+                ]
+                expect = (201,)
             out = ROOT / "bench" / "results" / f"pyspy-{what}-{os.getpid()}"
-            print(f"\nPROFILE of this tree's server, {what} appends (py-spy, request threads)")
-            profile(servers["new"], key, sid, bodies, args.profile_seconds, out)
+            print(f"\nPROFILE of this tree's server, {what} (py-spy, request threads)")
+            profile(servers["new"], key, raws, expect, args.profile_seconds, out)
     finally:
         for srv in servers.values():
             srv.stop()
