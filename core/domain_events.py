@@ -196,7 +196,8 @@ _serving = threading.local()
 def relays_after_response() -> Iterator[None]:
     """Hold back the relays of what commits inside the block, and its live notices
     (realtime.sends_after_response), and send them when it ends (a server wraps a request's
-    whole exchange in it, its response's hand-off and close included: config.wsgi_bridge).
+    whole exchange in it, its response's hand-off and close included: config.wsgi_bridge, and
+    config.wsgi until a WSGI server closes the response it has written).
     Elsewhere (the test client, Celery, the shell) both go at commit."""
     outer = getattr(_serving, "relays", None)
     held: list[int] = []

@@ -107,8 +107,8 @@ _after_response = threading.local()
 @contextmanager
 def sends_after_response() -> Iterator[None]:
     """Hold back the live notices sent inside the block and send them, in order, when it ends
-    (core.domain_events.relays_after_response, which config.wsgi_bridge wraps around a
-    request's whole exchange, enters it). Elsewhere notices go at once."""
+    (core.domain_events.relays_after_response, which config.wsgi_bridge and config.wsgi wrap
+    around a request's whole exchange, enters it). Elsewhere notices go at once."""
     outer = getattr(_after_response, "sends", None)
     held: list[tuple[list[str], dict[str, Any]]] = []
     _after_response.sends = held

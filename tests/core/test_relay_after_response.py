@@ -1,6 +1,6 @@
-"""Served through config.wsgi_bridge (the run command's and the production ASGI entry), the
-outbox rows a request commits are relayed once its response has been handed to the server, not
-before: the agent's fork answers without waiting for the relay's claim, Redis send and commit.
+"""Served through config.wsgi_bridge (the run command's and the production ASGI entry) or
+config.wsgi (a WSGI server's entry, granian in the production split), the outbox rows a request
+commits are relayed once its response has been handed to the server, not before: the agent's fork answers without waiting for the relay's claim, Redis send and commit.
 The row is durable at commit either way; a relay that fails after the response leaves it to the
 relay job. Elsewhere (the test client, Celery, the shell) the relay runs at commit."""
 
@@ -181,3 +181,118 @@ def test_outside_the_bridge_the_relay_runs_at_commit(project, api):
     assert api.post(f"/sessions/{session.pk}/fork", {"at_seq": 0}).status_code == 201
     [row] = opened_rows()
     assert row.relayed_at is not None
+
+
+# --- Under a WSGI server (config.wsgi: granian or gunicorn in the production split) ---------
+
+
+def wsgi_call(project, path: str, payload: dict):
+    """Call config.wsgi's application as a WSGI server does, up to the response's body read
+    but not closed: the status, the body, and the response to close."""
+    import io
+
+    from config.wsgi import application
+
+    _key, raw = make_api_key(project)
+    body = json.dumps(payload).encode()
+    environ = {
+        "REQUEST_METHOD": "POST",
+        "PATH_INFO": path,
+        "QUERY_STRING": "",
+        "SERVER_NAME": "localhost",
+        "SERVER_PORT": "8000",
+        "HTTP_HOST": "localhost",
+        "SERVER_PROTOCOL": "HTTP/1.1",
+        "CONTENT_TYPE": "application/json",
+        "CONTENT_LENGTH": str(len(body)),
+        "HTTP_AUTHORIZATION": f"Bearer {raw}",
+        "REMOTE_ADDR": "127.0.0.1",
+        "SCRIPT_NAME": "",
+        "wsgi.input": io.BytesIO(body),
+        "wsgi.url_scheme": "http",
+        "wsgi.errors": io.StringIO(),
+    }
+    status: list[str] = []
+    response = application(environ, lambda s, headers, exc_info=None: status.append(s))
+    return status[0], b"".join(response), response
+
+
+def test_under_a_wsgi_server_the_fork_is_relayed_when_its_response_is_closed(project, listen):
+    session = make_session(project)
+    heard = listen(project_list_group(project.pk, "sessions"))
+    OutboxMessage.objects.all().delete()
+    status, body, response = wsgi_call(
+        project, f"/api/v1/sessions/{session.pk}/fork", {"at_seq": 0}
+    )
+    assert status.startswith("201"), body
+    fork_id = json.loads(body)["id"]
+    # The server has the whole answer; the relay waits for the close that follows its write.
+    [row] = opened_rows()
+    assert row.relayed_at is None
+    assert heard.receive_all(QUIET) == []
+    response.close()
+    [row] = opened_rows()
+    assert row.relayed_at is not None
+    assert [m["session_id"] for m in heard.receive_all(QUIET)] == [fork_id]
+    # Nothing is left held on the thread for the next request.
+    assert getattr(domain_events._serving, "relays", None) is None
+
+
+def test_under_a_wsgi_server_an_appends_notice_is_published_when_its_response_is_closed(
+    project, listen
+):
+    from core import realtime
+
+    session = make_session(project)
+    heard = listen(session_group(session.pk))
+    status, body, response = wsgi_call(
+        project, f"/api/v1/sessions/{session.pk}/events", {"events": [{"kind": "note"}]}
+    )
+    assert status.startswith("201"), body
+    assert heard.receive_all(QUIET) == []
+    response.close()
+    [notice] = heard.receive_all(QUIET)
+    assert (notice["from_seq"], notice["to_seq"]) == (1, 1)
+    assert getattr(realtime._after_response, "sends", None) is None
+
+
+def test_granian_serving_config_wsgi_answers_a_fork_and_relays_it(project, listen):
+    """The production split's WSGI side, a real granian process: it closes each response
+    after writing it, so the relay held until then does go out."""
+    import subprocess
+    import sys
+    import urllib.request
+
+    from tests.servers import ROOT, child_env, free_port, wait_for_http
+
+    session = make_session(project)
+    _key, raw = make_api_key(project)
+    heard = listen(project_list_group(project.pk, "sessions"))
+    OutboxMessage.objects.all().delete()
+    port = free_port()
+    server = subprocess.Popen(
+        [
+            sys.executable, "-m", "granian", "--interface", "wsgi", "config.wsgi:application",
+            "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+            "--blocking-threads", "2", "--no-ws", "--log-level", "warning",
+        ],
+        cwd=ROOT,
+        env=child_env(),
+    )  # fmt: skip
+    try:
+        wait_for_http(f"http://127.0.0.1:{port}/healthz", process=server)
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/api/v1/sessions/{session.pk}/fork",
+            data=b'{"at_seq": 0}',
+            headers={"Authorization": f"Bearer {raw}", "Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            assert answer.status == 201
+            fork_id = json.loads(answer.read())["id"]
+        assert [m["session_id"] for m in heard.receive_all(2 * QUIET)] == [fork_id]
+        [row] = opened_rows()
+        assert row.relayed_at is not None
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
