@@ -39,18 +39,7 @@ EVENT_FIELDS = (
     "created_at",
 )
 SLICE_KEYS = (*EVENT_FIELDS, "content_json")
-# Slice columns as the JSON response writes them, for rows that go straight to a client: the
-# text of the UUID, and the timestamp exactly as Python's `datetime.isoformat()` writes an aware
-# UTC one (microseconds only when there are any). Loading a timestamptz into a datetime and
-# formatting it again was about 40% of a 1,000-event slice's server time.
-WIRE_COLUMNS = {
-    "session_id": "session_id::text",
-    "created_at": (
-        "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS')"
-        " || CASE WHEN date_trunc('second', created_at) = created_at THEN ''"
-        " ELSE to_char(created_at AT TIME ZONE 'UTC', '.US') END || '+00:00'"
-    ),
-}
+_SEGMENT_COLUMNS = ", ".join(f'"{name}"' for name in EVENT_FIELDS) + ", content::text"
 
 
 def _session_db(field_name: str, value: Any) -> Any:
@@ -60,19 +49,25 @@ def _session_db(field_name: str, value: Any) -> Any:
 # --- Look-ups -------------------------------------------------------------------------------
 
 
+@functools.cache
+def _session_in_project_sql(lock: bool) -> tuple[str, list[Field[Any, Any]], list[Field[Any, Any]]]:
+    columns, fields = select_list(Session, "s")
+    agent_columns, agent_fields = select_list(Agent, "a")
+    sql = (
+        f"SELECT {columns}, {agent_columns} FROM {table(Session)} s"
+        f" JOIN {table(Agent)} a ON a.id = s.agent_id"
+        " WHERE s.id = %s AND s.project_id = %s" + (" FOR NO KEY UPDATE OF s" if lock else "")
+    )
+    return sql, fields, agent_fields
+
+
 def session_in_project(session_id: UUID, project_id: int, *, lock: bool = False) -> Session | None:
     """The project's session with this id and its agent, as the ORM would build them
     (`select_related("agent")`), in one statement: rendering a session names its agent.
     With `lock`, the session's row is locked FOR NO KEY UPDATE (in the caller's transaction)."""
-    columns, fields = select_list(Session, "s")
-    agent_columns, agent_fields = select_list(Agent, "a")
+    sql, fields, agent_fields = _session_in_project_sql(lock)
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT {columns}, {agent_columns} FROM {table(Session)} s"
-            f" JOIN {table(Agent)} a ON a.id = s.agent_id"
-            " WHERE s.id = %s AND s.project_id = %s" + (" FOR NO KEY UPDATE OF s" if lock else ""),
-            [session_id, project_id],
-        )
+        cursor.execute(sql, [session_id, project_id])
         row = cursor.fetchone()
     if row is None:
         return None
@@ -461,21 +456,52 @@ def segment_rows(
     tier: str | None,
     newest_first: bool,
     limit: int,
-    wire: bool = False,
 ) -> list[dict[str, Any]]:
     """Rows of one lineage segment with low < seq <= high, along the primary key.
 
     Each row has the fields of EVENT_FIELDS plus "content_json": the stored JSON text,
-    undecoded, so it can be spliced into a response as it is. With `wire`, "session_id" and
-    "created_at" are the text the response carries (WIRE_COLUMNS), made by the database.
+    undecoded, so it can be spliced into a response as it is.
     """
-    selected = ", ".join(
-        (WIRE_COLUMNS.get(name) if wire else None) or connection.ops.quote_name(name)
-        for name in EVENT_FIELDS
+    sql, params = _segment_query(
+        _SEGMENT_COLUMNS, segment_id, low, high, kinds, tier, newest_first, limit
     )
-    sql = [
-        f"SELECT {selected}, content::text FROM {table(Event)} WHERE session_id = %s AND seq > %s"
-    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [dict(zip(SLICE_KEYS, row, strict=True)) for row in cursor.fetchall()]
+
+
+def segment_lines(
+    segment_id: Any,
+    low: int,
+    high: int | None,
+    *,
+    kinds: list[str] | None,
+    tier: str | None,
+    newest_first: bool,
+    limit: int,
+) -> list[str]:
+    """segment_rows' events as the API sends them: each one's JSON, made by PostgreSQL
+    (_EVENT_LINE, the export's lines): a 1,000-event slice spent more of its server time
+    formatting rows in Python than reading them."""
+    sql, params = _segment_query(
+        _EVENT_LINE, segment_id, low, high, kinds, tier, newest_first, limit
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [line for (line,) in cursor.fetchall()]
+
+
+def _segment_query(
+    selected: str,
+    segment_id: Any,
+    low: int,
+    high: int | None,
+    kinds: list[str] | None,
+    tier: str | None,
+    newest_first: bool,
+    limit: int,
+) -> tuple[str, list[Any]]:
+    sql = [f"SELECT {selected} FROM {table(Event)} WHERE session_id = %s AND seq > %s"]
     params: list[Any] = [segment_id, low]
     if high is not None:
         sql.append(" AND seq <= %s")
@@ -488,9 +514,7 @@ def segment_rows(
         params.append(tier)
     sql.append(f" ORDER BY seq {'DESC' if newest_first else 'ASC'} LIMIT %s")
     params.append(limit)
-    with connection.cursor() as cursor:
-        cursor.execute("".join(sql), params)
-        return [dict(zip(SLICE_KEYS, row, strict=True)) for row in cursor.fetchall()]
+    return "".join(sql), params
 
 
 def _lineage_where(
@@ -583,14 +607,15 @@ async def take_export_slot(
     return None
 
 
-# One event as its JSON Lines line, built by PostgreSQL: byte for byte what
-# queries.event_row_to_json makes of a slice row (tests/sessions_app/test_export_limits.py
-# compares the two). to_json escapes text as json.dumps(ensure_ascii=False) does; the timestamp
-# is written as Python's isoformat() writes a UTC datetime (microseconds only when non-zero);
-# numeric(12, 6) and uuid print as str() of their Python values. Built in the database, a row
-# costs the server process about 1.3 us instead of 7.5 us (decoding a timestamp, a Decimal and a
-# UUID per row, then formatting them again), which is what made exports starve other requests.
-_EXPORT_LINE = " || ".join(
+# One event as its JSON, built by PostgreSQL, for the export's lines and the API's slices: byte
+# for byte what json.dumps would make of the loaded row (tests/sessions_app/event_json.py;
+# test_export_limits.py and test_slicing.py compare the two). to_json escapes text as
+# json.dumps(ensure_ascii=False) does; the timestamp is written as Python's isoformat() writes
+# a UTC datetime (microseconds only when non-zero); numeric(12, 6) and uuid print as str() of
+# their Python values. Built in the database, a row costs the server process about 1.3 us
+# instead of 7.5 us (decoding a timestamp, a Decimal and a UUID per row, then formatting them
+# again), which is what made exports starve other requests.
+_EVENT_LINE = " || ".join(
     [
         """'{"seq":'""",
         "seq",
@@ -635,7 +660,7 @@ async def export_lines(
     the primary key; each FETCH is awaited, so the event loop serves others meanwhile.
     """
     sql = (
-        f"SELECT {_EXPORT_LINE} FROM {table(Event)}"
+        f"SELECT {_EVENT_LINE} FROM {table(Event)}"
         " WHERE session_id = %s AND seq > %s AND seq <= %s ORDER BY seq"
     )
     for segment_id, low, segment_upto in segments:

@@ -18,12 +18,13 @@ from core.actors import Actor
 from core.models import AuditEntry
 from sessions_app import storage
 from sessions_app.models import Event, Session
-from sessions_app.queries import event_row_to_json, iter_events_json
+from sessions_app.queries import iter_events_json
 from sessions_app.services.events import EventDraft, append_events
 from sessions_app.services.sessions import fork_session
 from tests.conftest import ApiClient
 from tests.factories import make_api_key, make_project, make_session
 from tests.servers import asgi_server
+from tests.sessions_app.event_json import event_row_to_json
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

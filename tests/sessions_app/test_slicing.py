@@ -1,5 +1,7 @@
 """GET /sessions/{id}/events: positional slices, filters and order, across fork segments."""
 
+import json
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -171,26 +173,40 @@ def test_it_reads_a_fork_slice_in_a_bounded_number_of_queries(
         "1999-01-02T03:04:05.120000+00:00",
     ],
 )
-def test_wire_rows_serialise_byte_for_byte_like_loaded_ones(lineage, monkeypatch, moment):
-    """The API's slice takes session_id and created_at as text made by the database
-    (storage.WIRE_COLUMNS); what it sends must be exactly what the loaded datetime and UUID
-    would have given, on every segment of a lineage."""
+def test_the_apis_json_lines_are_byte_for_byte_the_loaded_rows_json(lineage, monkeypatch, moment):
+    """The API's slice takes each event's JSON as made by the database (storage.segment_lines);
+    it must be exactly what the loaded row (datetime, UUID, Decimal, content) gives through
+    event_row_to_json, on every segment of a lineage, for timestamps with and without
+    microseconds."""
     import datetime as dt
 
-    from sessions_app.queries import event_row_to_json, slice_events
+    from sessions_app.queries import slice_events
     from sessions_app.services import log
+    from tests.sessions_app.event_json import event_row_to_json
 
     _, _, grandchild = lineage
     at = dt.datetime.fromisoformat(moment)
     monkeypatch.setattr(log.timezone, "now", lambda: at)
     append_events(grandchild, _drafts("timed", 3, 0), actor=Actor.system())
+    awkward = 'quote " backslash \\ newline \n tab \t bell \u0007 é 😀 \u2028'
+    append_events(
+        grandchild,
+        [
+            EventDraft(
+                kind="message",
+                role='u"\\\n\u0007é😀',
+                content={awkward: [awkward, 1.5, None, True]},
+                idempotency_key=awkward,
+            )
+        ],
+        actor=Actor.system(),
+    )
     grandchild.refresh_from_db()
     for order in (False, True):
         loaded = slice_events(grandchild, limit=1000, newest_first=order)
-        wire = slice_events(grandchild, limit=1000, newest_first=order, wire=True)
-        assert isinstance(wire.rows[0]["created_at"], str)
-        assert [event_row_to_json(r) for r in wire.rows] == [
-            event_row_to_json(r) for r in loaded.rows
-        ]
-    newest = slice_events(grandchild, limit=1, newest_first=True, wire=True).rows[0]
-    assert newest["created_at"] == moment
+        as_json = slice_events(grandchild, limit=1000, newest_first=order, as_json=True)
+        assert as_json.rows == [] and len(as_json.lines) == len(loaded.rows) > 3
+        assert as_json.lines == [event_row_to_json(r) for r in loaded.rows]
+        assert as_json.has_more == loaded.has_more
+    newest = slice_events(grandchild, limit=1, newest_first=True, as_json=True).lines[0]
+    assert json.loads(newest)["created_at"] == moment
