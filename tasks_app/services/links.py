@@ -17,6 +17,7 @@ from core.services.audit import record_audit
 from sessions_app.domain_events import SessionOpened
 from sessions_app.models import Session
 
+from .. import storage
 from ..domain_events import TaskLinksChanged
 from ..errors import InvalidInput, NotFound
 from ..models import HistoryKind, Task, TaskSession
@@ -166,11 +167,7 @@ def keep_parents_task_links(event: SessionOpened) -> None:
     """
     if event.parent_id is None:
         return
-    task_ids = list(
-        TaskSession.objects.filter(session_id=event.parent_id)
-        .order_by("task_id")
-        .values_list("task_id", flat=True)
-    )
+    task_ids = storage.linked_task_ids(event.parent_id)
     if not task_ids:
         return
     fork = Session.objects.get(pk=event.session_id)
