@@ -166,6 +166,28 @@ def test_it_refuses_an_event_over_the_event_limit_and_writes_none_of_the_batch(
     assert _world() == before
 
 
+@pytest.mark.parametrize("text", ["é" * 100, "😀" * 50], ids=["two-byte", "four-byte"])
+def test_the_event_limit_counts_ascii_escaped_json_to_the_byte(api, session, settings, text):
+    """{"t":"<text>"} is 608 characters with each character escaped (\\u00e9, or a surrogate
+    pair), 208 bytes of UTF-8: one byte over the limit is refused, at the limit it is taken,
+    whatever shortcut the check takes for content well within it (events.py)."""
+    content = {"t": text}
+    settings.SWITCHBOARD_MAX_EVENT_BYTES = 607
+    before = _world()
+    refused = api.post(
+        f"/sessions/{session.pk}/events",
+        {"events": [{"kind": "note", "content": {"ok": 1}}, {"kind": "note", "content": content}]},
+    )
+    error = _assert_error(refused, 413, "payload_too_large")
+    assert error["detail"] == {"index": 1, "limit": 607, "size": 608}
+    assert _world() == before
+    settings.SWITCHBOARD_MAX_EVENT_BYTES = 608
+    taken = api.post(
+        f"/sessions/{session.pk}/events", {"events": [{"kind": "note", "content": content}]}
+    )
+    assert taken.status_code == 201, taken.json()
+
+
 def test_it_refuses_a_batch_over_the_event_count_limit(api, session, settings):
     settings.SWITCHBOARD_MAX_BATCH_EVENTS = 5
     before = _world()
