@@ -119,7 +119,9 @@ def test_it_shows_waiting_and_stuck_tasks_next_to_the_waiting_sessions(team):
     from tests.factories import make_task
 
     ops = Actor.system("t")
-    waits = make_task(team.project, external_id="<i>doc-7</i>")
+    waits = make_task(
+        team.project, external_id="<i>doc-7</i>", metadata={"title": "Refund <b>policy</b> v3"}
+    )
     update_step(waits, "review", status="waiting", actor=ops, waiting_on="review_decision")
     stuck = make_task(team.project, "research_report", external_id="scan-1")
     for _ in range(3):
@@ -137,6 +139,9 @@ def test_it_shows_waiting_and_stuck_tasks_next_to_the_waiting_sessions(team):
     waiting = card[card.index('class="data attention-table waiting-tasks"') :]
     assert f'href="/tasks/{waits.pk}/"' in waiting and "&lt;i&gt;doc-7&lt;/i&gt;" in waiting
     assert "<code>review_decision</code>" in waiting
+    # Named as everywhere else on the dashboard: the agent's title, escaped; else the workflow's.
+    assert "Refund &lt;b&gt;policy&lt;/b&gt; v3</a>" in waiting
+    assert f"{stuck.workflow.title or stuck.workflow.name}</a>" in card
     assert '<span class="status task-state">draft created</span>' in waiting
     stuck_rows = card[card.index('class="data attention-table stuck-tasks"') :]
     stuck_rows = stuck_rows[: stuck_rows.index("</table>")]
