@@ -266,16 +266,25 @@ def _one_statement_sql(count: int, check_head: bool, agent_write: bool) -> str:
     fields = _one_statement_fields()
     row = "(%s, " + ", ".join(f"%s{_cast(f)}" for f in fields) + ")"
     aliases = ", ".join(f"c{i}" for i in range(len(fields)))
-    values = ", ".join(f"v.c{i}" for i in range(len(fields)))
-    columns = ", ".join(connection.ops.quote_name(column_name(f)) for f in fields)
+    return _allocate_and_insert_sql(
+        check_head,
+        agent_write,
+        values=", ".join(f"v.c{i}" for i in range(len(fields))),
+        rows=f"(VALUES {', '.join([row] * count)}) AS v(ord, {aliases})",
+    )
+
+
+def _allocate_and_insert_sql(check_head: bool, agent_write: bool, *, values: str, rows: str) -> str:
+    """The one-statement append: allocate on the session row, insert `rows` (aliased v, with
+    v.ord numbering them from 1) as the events' columns `values`, return the session's head."""
+    columns = ", ".join(connection.ops.quote_name(column_name(f)) for f in _one_statement_fields())
     allocate = _allocation_sql(
         writable_only=True, unbudgeted_only=True, check_head=check_head, agent_write=agent_write
     )
     return (
         f"WITH s AS ({allocate} RETURNING head_seq, status, tokens_used, cost_used),"
         f" w AS (INSERT INTO {table(Event)} ({column(Event, 'seq')}, {columns})"
-        f" SELECT s.head_seq - %s + v.ord, {values}"
-        f" FROM s CROSS JOIN (VALUES {', '.join([row] * count)}) AS v(ord, {aliases}))"
+        f" SELECT s.head_seq - %s + v.ord, {values} FROM s CROSS JOIN {rows})"
         " SELECT head_seq, status, tokens_used, cost_used FROM s"
     )
 
@@ -308,16 +317,11 @@ def _rows_as_json_shape(check_head: bool, agent_write: bool) -> tuple[str, list[
             extract.append(f"v.e->'c{i}'")
         else:
             extract.append(f"(v.e->>'c{i}'){_cast(f)}")
-    columns = ", ".join(connection.ops.quote_name(column_name(f)) for f in fields)
-    allocate = _allocation_sql(
-        writable_only=True, unbudgeted_only=True, check_head=check_head, agent_write=agent_write
-    )
-    sql = (
-        f"WITH s AS ({allocate} RETURNING head_seq, status, tokens_used, cost_used),"
-        f" w AS (INSERT INTO {table(Event)} ({column(Event, 'seq')}, {columns})"
-        f" SELECT s.head_seq - %s + v.ord, {', '.join(extract)}"
-        " FROM s CROSS JOIN jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS v(e, ord))"
-        " SELECT head_seq, status, tokens_used, cost_used FROM s"
+    sql = _allocate_and_insert_sql(
+        check_head,
+        agent_write,
+        values=", ".join(extract),
+        rows="jsonb_array_elements(%s::jsonb) WITH ORDINALITY AS v(e, ord)",
     )
     return sql, [(f"c{i}", f.attname, _json_value(f)) for i, f in enumerate(fields)]
 
