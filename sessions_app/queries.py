@@ -62,7 +62,7 @@ def slice_events(
 ) -> EventSlice:
     """A positional slice: events with after_seq < seq < before_seq, at most `limit` of them.
     With `as_json`, the events come as `lines`, each one's JSON made by the database
-    (storage.segment_lines), for a response that sends them as they are.
+    (storage.segment_rows), for a response that sends them as they are.
 
     Walks the lineage segment by segment along the primary key, so reading the last 50 events
     of a million-event session, or of a fork of one, touches about 50 index entries.
@@ -80,7 +80,6 @@ def slice_events(
         segments = list(reversed(segments))
     rows: list[Any] = []
     wanted = limit + 1  # one extra tells whether there is more
-    read = storage.segment_lines if as_json else storage.segment_rows
     for segment_id, seg_lower, seg_upto in segments:
         low = max(seg_lower, lower)
         high = seg_upto
@@ -89,7 +88,7 @@ def slice_events(
         if high is not None and high <= low:
             continue
         rows.extend(
-            read(
+            storage.segment_rows(
                 segment_id,
                 low,
                 high,
@@ -97,6 +96,7 @@ def slice_events(
                 tier=tier,
                 newest_first=newest_first,
                 limit=wanted - len(rows),
+                as_json=as_json,
             )
         )
         if len(rows) >= wanted:

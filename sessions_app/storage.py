@@ -460,51 +460,16 @@ def segment_rows(
     tier: str | None,
     newest_first: bool,
     limit: int,
-) -> list[dict[str, Any]]:
+    as_json: bool = False,
+) -> list[Any]:
     """Rows of one lineage segment with low < seq <= high, along the primary key.
 
-    Each row has the fields of EVENT_FIELDS plus "content_json": the stored JSON text,
-    undecoded, so it can be spliced into a response as it is.
+    Each row is a dict of the fields of EVENT_FIELDS plus "content_json": the stored JSON text,
+    undecoded, so it can be spliced into a response as it is. With `as_json`, each row is the
+    event's JSON as the API sends it, made by PostgreSQL (_EVENT_LINE, the export's lines): a
+    1,000-event slice spent more of its server time formatting rows in Python than reading them.
     """
-    sql, params = _segment_query(
-        _SEGMENT_COLUMNS, segment_id, low, high, kinds, tier, newest_first, limit
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return [dict(zip(SLICE_KEYS, row, strict=True)) for row in cursor.fetchall()]
-
-
-def segment_lines(
-    segment_id: Any,
-    low: int,
-    high: int | None,
-    *,
-    kinds: list[str] | None,
-    tier: str | None,
-    newest_first: bool,
-    limit: int,
-) -> list[str]:
-    """segment_rows' events as the API sends them: each one's JSON, made by PostgreSQL
-    (_EVENT_LINE, the export's lines): a 1,000-event slice spent more of its server time
-    formatting rows in Python than reading them."""
-    sql, params = _segment_query(
-        _EVENT_LINE, segment_id, low, high, kinds, tier, newest_first, limit
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return [line for (line,) in cursor.fetchall()]
-
-
-def _segment_query(
-    selected: str,
-    segment_id: Any,
-    low: int,
-    high: int | None,
-    kinds: list[str] | None,
-    tier: str | None,
-    newest_first: bool,
-    limit: int,
-) -> tuple[str, list[Any]]:
+    selected = _EVENT_LINE if as_json else _SEGMENT_COLUMNS
     sql = [f"SELECT {selected} FROM {table(Event)} WHERE session_id = %s AND seq > %s"]
     params: list[Any] = [segment_id, low]
     if high is not None:
@@ -518,7 +483,11 @@ def _segment_query(
         params.append(tier)
     sql.append(f" ORDER BY seq {'DESC' if newest_first else 'ASC'} LIMIT %s")
     params.append(limit)
-    return "".join(sql), params
+    with connection.cursor() as cursor:
+        cursor.execute("".join(sql), params)
+        if as_json:
+            return [line for (line,) in cursor.fetchall()]
+        return [dict(zip(SLICE_KEYS, row, strict=True)) for row in cursor.fetchall()]
 
 
 def _lineage_where(
