@@ -99,3 +99,28 @@ def test_a_wide_table_scrolls_inside_its_container_at_phone_width(demo, live_url
     for link in page.locator(".mainnav a").all():
         link_box = link.bounding_box()
         assert link_box and link_box["x"] >= 0 and link_box["x"] + link_box["width"] <= 390
+
+
+def test_filter_checkboxes_sit_beside_their_labels_at_phone_width(demo, live_url, page):
+    """Each choice of a filter's checkbox group (the handoff queue's kinds, statuses, "show
+    only") is one line, its box right before its words: the row wraps between choices, never
+    inside one ("Take-over" stacked beside a full-width box)."""
+    sign_in(page, live_url, "admin", "switchboard-admin")
+    page.set_viewport_size({"width": 390, "height": 900})
+    page.goto(f"{live_url}/p/{demo.pk}/handoffs/")
+    labels = page.locator(".filters label.check")
+    expect(labels.first).to_be_visible()
+    assert labels.count() >= 9
+    for label in labels.all():
+        shape = label.evaluate(
+            """el => {
+                const box = el.querySelector('input').getBoundingClientRect();
+                const text = document.createRange();
+                text.setStart(el.lastChild, 0);
+                text.setEnd(el.lastChild, el.lastChild.length);
+                const words = text.getClientRects();
+                return {lines: words.length, gap: words[0].left - box.right};
+            }"""
+        )
+        assert shape["lines"] == 1, (label.inner_text(), shape)
+        assert 0 <= shape["gap"] < 12, (label.inner_text(), shape)
