@@ -19,6 +19,7 @@ from core import metrics
 from core.actors import Actor
 from core.domain_events import publish
 from core.errors import InvalidInput, NotFound
+from core.storage import concrete_field
 from sessions_app import storage
 from sessions_app.errors import HeadSeqMismatch, SessionNotWritable, SessionTakenOver
 from sessions_app.models import (
@@ -59,7 +60,21 @@ def searchable_text(kind: str, content: Any) -> str:
     return text if isinstance(text, str) else ""
 
 
+# The columns' sizes: a longer value from a Python caller (the API's schema refuses it first)
+# would reach PostgreSQL and come back as a DataError.
+_TEXT_LIMITS = {
+    name: concrete_field(Event, name).max_length for name in ("role", "idempotency_key")
+}
+
+
 def validate_draft(draft: EventDraft, *, system: bool) -> None:
+    for name, limit in _TEXT_LIMITS.items():
+        value = getattr(draft, name)
+        if value is not None and limit is not None and len(value) > limit:
+            raise InvalidInput(
+                f"{name} is at most {limit} characters.",
+                detail={"field": name, "limit": limit, "size": len(value)},
+            )
     allowed = set(EventKind) if system else AGENT_KINDS
     if draft.kind not in allowed:
         raise InvalidInput(

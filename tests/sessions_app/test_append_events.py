@@ -262,3 +262,26 @@ def test_it_allows_an_agent_to_keep_a_transient_kind_durable(api, session):
     )
     assert response.status_code == 201
     assert Event.objects.get(session=session, seq=1).tier == "durable"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "limit"), [("role", "r" * 17, 16), ("idempotency_key", "k" * 201, 200)]
+)
+def test_a_python_caller_gets_invalid_input_for_text_longer_than_its_column(
+    session, field, value, limit
+):
+    """The API's schema refuses these first (422); the service refuses them for any other
+    caller too, before PostgreSQL would (a DataError), and writes nothing."""
+    from core.actors import Actor
+    from core.errors import InvalidInput
+    from sessions_app.services.events import EventDraft, append_events
+
+    draft = EventDraft(kind="message", content={"text": "hi"}, **{field: value})
+    with pytest.raises(InvalidInput) as refused:
+        append_events(session, [draft], actor=Actor.system("test"))
+    assert refused.value.detail == {"field": field, "limit": limit, "size": len(value)}
+    assert not Event.objects.filter(session=session).exists()
+    # At the limit it is taken.
+    at_limit = EventDraft(kind="message", content={"text": "hi"}, **{field: value[:limit]})
+    append_events(session, [at_limit], actor=Actor.system("test"))
+    assert getattr(Event.objects.get(session=session), field) == value[:limit]
