@@ -560,6 +560,13 @@ GRANIAN_WSGI = "granian-wsgi"  # config.wsgi:application under granian: the prod
 GRANIAN_THREADS = 4  # blocking threads per granian worker (README's starting point)
 
 
+def server_label(kind: str, workers: int, http: str, loop: str) -> str:
+    """The server command a figure was taken through, as printed and recorded."""
+    if kind == GRANIAN_WSGI:
+        return f"granian --interface wsgi --workers {workers} --blocking-threads {GRANIAN_THREADS}"
+    return f"uvicorn --workers {workers} --http {http} --loop {loop}"
+
+
 class Server:
     def __init__(
         self,
@@ -572,7 +579,7 @@ class Server:
         redis: bool = True,
         pool_max: int | None = None,
         wsgi: bool = False,
-        kind: str = "uvicorn",
+        kind: str = UVICORN,
     ) -> None:
         self.port = port
         # Both servers take these flags under these names.
@@ -580,10 +587,8 @@ class Server:
         if kind == GRANIAN_WSGI:
             # The production split's WSGI side (README, "Production"): plain HTTP only; the
             # websockets and async paths go to config.asgi behind the same proxy.
-            self.label = (
-                f"granian --interface wsgi --workers {workers}"
-                f" --blocking-threads {GRANIAN_THREADS}"
-                + ("" if redis else " (no REDIS_URL: in-memory channel layer)")
+            self.label = server_label(kind, workers, http, loop) + (
+                "" if redis else " (no REDIS_URL: in-memory channel layer)"
             )
             cmd = [
                 str(VENV_BIN / "granian"),
@@ -601,7 +606,7 @@ class Server:
             ]
         else:
             self.label = (
-                f"uvicorn --workers {workers} --http {http} --loop {loop}"
+                server_label(kind, workers, http, loop)
                 + ("" if redis else " (no REDIS_URL: in-memory channel layer)")
                 + (" --interface wsgi (Django WSGIHandler)" if wsgi else "")
             )
@@ -1897,12 +1902,7 @@ def main() -> int:
                 ).stdout.strip()
                 else ""
             ),
-            "server": (
-                f"granian --interface wsgi --workers {args.workers}"
-                f" --blocking-threads {GRANIAN_THREADS}"
-                if args.server == GRANIAN_WSGI
-                else f"uvicorn --workers {args.workers} --http {args.http} --loop {args.loop}"
-            ),
+            "server": server_label(args.server, args.workers, args.http, args.loop),
             "server_root": str(SERVER_ROOT),
         },
         "raw_single": raw1,

@@ -107,16 +107,13 @@ def slice_events(
         met = [r for r in compacted_ranges(session) if r.overlaps(lower, _inclusive(upper))]
         found = summaries(met)
         compacted = [r.as_dict(found[(r.session_id, r.through_seq)]) for r in met]
-    if as_json:
-        return EventSlice(
-            rows=[],
-            lines=rows[:limit],
-            head_seq=session.head_seq,
-            has_more=has_more,
-            compacted=compacted,
-        )
+    page = rows[:limit]
     return EventSlice(
-        rows=rows[:limit], head_seq=session.head_seq, has_more=has_more, compacted=compacted
+        rows=[] if as_json else page,
+        lines=page if as_json else [],
+        head_seq=session.head_seq,
+        has_more=has_more,
+        compacted=compacted,
     )
 
 

@@ -1,6 +1,7 @@
 """Served through config.wsgi_bridge (the run command's and the production ASGI entry) or
 config.wsgi (a WSGI server's entry, granian in the production split), the outbox rows a request
-commits are relayed once its response has been handed to the server, not before: the agent's fork answers without waiting for the relay's claim, Redis send and commit.
+commits are relayed once its response has been handed to the server, not before: the agent's
+fork answers without waiting for the relay's claim, Redis send and commit.
 The row is durable at commit either way; a relay that fails after the response leaves it to the
 relay job. Elsewhere (the test client, Celery, the shell) the relay runs at commit."""
 
@@ -187,31 +188,19 @@ def test_outside_the_bridge_the_relay_runs_at_commit(project, api):
 
 
 def wsgi_call(project, path: str, payload: dict):
-    """Call config.wsgi's application as a WSGI server does, up to the response's body read
-    but not closed: the status, the body, and the response to close."""
-    import io
+    """Call config.wsgi's application as a WSGI server does (the environ Django's
+    RequestFactory builds), up to the response's body read but not closed: the status, the
+    body, and the response to close."""
+    from django.test import RequestFactory
 
     from config.wsgi import application
 
     _key, raw = make_api_key(project)
-    body = json.dumps(payload).encode()
-    environ = {
-        "REQUEST_METHOD": "POST",
-        "PATH_INFO": path,
-        "QUERY_STRING": "",
-        "SERVER_NAME": "localhost",
-        "SERVER_PORT": "8000",
-        "HTTP_HOST": "localhost",
-        "SERVER_PROTOCOL": "HTTP/1.1",
-        "CONTENT_TYPE": "application/json",
-        "CONTENT_LENGTH": str(len(body)),
-        "HTTP_AUTHORIZATION": f"Bearer {raw}",
-        "REMOTE_ADDR": "127.0.0.1",
-        "SCRIPT_NAME": "",
-        "wsgi.input": io.BytesIO(body),
-        "wsgi.url_scheme": "http",
-        "wsgi.errors": io.StringIO(),
-    }
+    environ = (
+        RequestFactory()
+        .post(path, payload, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {raw}")
+        .environ
+    )
     status: list[str] = []
     response = application(environ, lambda s, headers, exc_info=None: status.append(s))
     return status[0], b"".join(response), response

@@ -174,10 +174,10 @@ def test_it_reads_a_fork_slice_in_a_bounded_number_of_queries(
     ],
 )
 def test_the_apis_json_lines_are_byte_for_byte_the_loaded_rows_json(lineage, monkeypatch, moment):
-    """The API's slice takes each event's JSON as made by the database (storage.segment_rows with as_json);
-    it must be exactly what the loaded row (datetime, UUID, Decimal, content) gives through
-    event_row_to_json, on every segment of a lineage, for timestamps with and without
-    microseconds."""
+    """The API's slice takes each event's JSON as made by the database (storage.segment_rows
+    with as_json); it must be exactly what the loaded row (datetime, UUID, Decimal, content)
+    gives through event_row_to_json, on every segment of a lineage, for timestamps with and
+    without microseconds."""
     import datetime as dt
 
     from sessions_app.queries import slice_events
