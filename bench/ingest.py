@@ -21,7 +21,9 @@ What it does, in one process (plus the server it starts):
    with baselines measured in the same run on the same PostgreSQL with plain psycopg.
    Then a fleet: 32 agents at once (each its own session and keep-alive connection, single-event
    appends, asyncio clients in 2 processes) against the server's 2 processes, events/s and p95,
-   beside raw psycopg with 32 connections (autocommit INSERT, and UPDATE head + INSERT).
+   beside raw psycopg with 32 connections (autocommit INSERT, and UPDATE head + INSERT), and
+   the same clients on GET /healthz: the most requests/s any endpoint of this Django stack
+   serves on the machine (a view behind the whole middleware stack, no database, no Redis).
 5. Prints the figures with the targets (PASS/MISS is information, nothing is asserted) and
    writes them as JSON to bench/results/ (git-ignored).
 6. Then (full runs) compares server setups: worker counts, httptools/h11, uvloop/asyncio, the
@@ -839,6 +841,12 @@ RAW_INSERT = (
     f"INSERT INTO bench_raw_event ({EVENT_COLUMNS})"
     " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
+# The seq allocated and the row inserted in one statement, as the API's append does.
+RAW_ALLOCATE_AND_INSERT = (
+    "WITH head AS (UPDATE bench_raw_session SET head_seq = head_seq + 1 WHERE id = %s"
+    f" RETURNING head_seq) INSERT INTO bench_raw_event ({EVENT_COLUMNS})"
+    " VALUES (%s, (SELECT head_seq FROM head), %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
 
 
 def raw_row(session_id: uuid.UUID, seq: int, ev: dict[str, Any]) -> tuple[Any, ...]:
@@ -873,14 +881,15 @@ def setup_raw_tables(conn) -> None:  # type: ignore[no-untyped-def]
 
 
 def raw_single(conn, events: list[dict[str, Any]], rounds: int, *, mode: str) -> list[list[float]]:  # type: ignore[no-untyped-def]
-    """One row per transaction, three ways.
+    """One row per transaction, four ways.
 
     mode "autocommit": one INSERT, its own (implicit) transaction: one round trip, the fastest
     way plain psycopg writes one row durably (the baseline). "tx": BEGIN; INSERT; COMMIT.
     "alloc": BEGIN; UPDATE head … RETURNING; INSERT; COMMIT (what an append must do at least).
+    "alloc1": the same UPDATE and INSERT as one statement, autocommit: one round trip.
     """
     allocate = mode == "alloc"
-    conn.autocommit = mode == "autocommit"
+    conn.autocommit = mode in ("autocommit", "alloc1")
     sid = uuid.uuid4()
     conn.execute("INSERT INTO bench_raw_session VALUES (%s, 0)", (sid,))
     conn.commit()
@@ -902,7 +911,10 @@ def raw_single(conn, events: list[dict[str, Any]], rounds: int, *, mode: str) ->
                     (sid,),
                 )
                 cur.fetchone()
-            cur.execute(RAW_INSERT, row)
+            if mode == "alloc1":
+                cur.execute(RAW_ALLOCATE_AND_INSERT, (sid, *row[:1], *row[2:]))
+            else:
+                cur.execute(RAW_INSERT, row)
             if not conn.autocommit:
                 conn.commit()
             samples.append((time.perf_counter_ns() - t0) / 1e6)
@@ -1058,6 +1070,16 @@ def api_single_appends(
     finally:
         conn.close()
     return out
+
+
+def api_healthz(port: int, n: int, rounds: int) -> list[list[float]]:
+    """GET /healthz: the cheapest request of the same stack (no database, no Redis)."""
+    conn = HttpConn(port, "")
+    raw = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    try:
+        return [[timed(conn, raw, (200,))[0] for _ in range(n)] for _ in range(rounds)]
+    finally:
+        conn.close()
 
 
 def api_batches(
@@ -1226,18 +1248,22 @@ FLEET_CLIENT_PROCESSES = 2  # the client's share of the 2 cores stays small: asy
 
 
 async def _fleet_http_agent(
-    port: int, key: str, sid: str, bodies: list[bytes], start: float, stop: float
+    port: int, key: str, sid: str | None, bodies: list[bytes], start: float, stop: float
 ) -> tuple[int, list[float]]:
+    """Appends to session `sid`; with no session, GETs /healthz (the stack's ceiling)."""
     import asyncio
 
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     sock = writer.get_extra_info("socket")
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    head = (
-        f"POST /api/v1/sessions/{sid}/events HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-        f"Authorization: Bearer {key}\r\nContent-Type: application/json\r\n"
-    ).encode()
-    raws = [head + b"Content-Length: %d\r\n\r\n" % len(b) + b for b in bodies]
+    if sid is None:
+        raws, expect = [b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"], 200
+    else:
+        head = (
+            f"POST /api/v1/sessions/{sid}/events HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Authorization: Bearer {key}\r\nContent-Type: application/json\r\n"
+        ).encode()
+        raws, expect = [head + b"Content-Length: %d\r\n\r\n" % len(b) + b for b in bodies], 201
 
     async def one(raw: bytes) -> None:
         writer.write(raw)
@@ -1249,7 +1275,7 @@ async def _fleet_http_agent(
             if name.strip().lower() == b"content-length":
                 length = int(value)
         body = await reader.readexactly(length)
-        if status != 201:
+        if status != expect:
             raise RuntimeError(f"HTTP {status}: {body[:300]!r}")
 
     for raw in raws[:10]:  # warm this connection
@@ -1274,12 +1300,13 @@ async def _fleet_raw_agent(
 
     import psycopg
 
+    autocommit = mode in ("autocommit", "alloc1")
     conn = await psycopg.AsyncConnection.connect(
-        host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=db, autocommit=mode == "autocommit"
+        host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=db, autocommit=autocommit
     )
     sid = uuid.uuid4()
     await conn.execute("INSERT INTO bench_raw_session VALUES (%s, 0)", (sid,))
-    if mode != "autocommit":
+    if not autocommit:
         await conn.commit()
     rows = events  # raw_row()s made by the parent (this process has no Django)
     cur = conn.cursor()
@@ -1297,8 +1324,11 @@ async def _fleet_raw_agent(
                 (sid,),
             )
             await cur.fetchone()
-        await cur.execute(RAW_INSERT, row)
-        if mode != "autocommit":
+        if mode == "alloc1":
+            await cur.execute(RAW_ALLOCATE_AND_INSERT, (sid, *row[:1], *row[2:]))
+        else:
+            await cur.execute(RAW_INSERT, row)
+        if not autocommit:
             await conn.commit()
 
     for _ in range(10):
@@ -1366,7 +1396,7 @@ def fleet(jobs: list[dict[str, Any]], seconds: float, warm: float = 3.0) -> dict
 
 
 def fleet_http(
-    port: int, key: str, sids: list[str], bodies: list[bytes], seconds: float
+    port: int, key: str, sids: list[str] | list[None], bodies: list[bytes], seconds: float
 ) -> dict[str, Any]:
     per = len(sids) // FLEET_CLIENT_PROCESSES
     jobs = [
@@ -1533,6 +1563,9 @@ def render(results: dict[str, Any]) -> str:
         None,
         False,
     )
+    alloc1 = results.get("raw_single_alloc1")
+    if alloc1:
+        line("raw psycopg, UPDATE head + INSERT, one statement", alloc1, None, "", None, False)
     line(
         "append_events() in-process: no HTTP, no broadcast",
         results["service_single"],
@@ -1541,6 +1574,13 @@ def render(results: dict[str, Any]) -> str:
         None,
         False,
     )
+    if (hz := results.get("healthz")) and alloc1:
+        line("GET /healthz (no database, no Redis)", hz, None, "", None)
+        w(
+            f"  CPU per GET /healthz: server {results['healthz_cpu']['server_cpu_ms']:.2f} ms."
+            f" An append's p50 can be no less than GET /healthz's + the one-statement"
+            f" allocation's = {hz['p50'] + alloc1['p50']:.2f} ms here"
+        )
     b = results.get("broadcast")
     if b:
         w(
@@ -1605,6 +1645,7 @@ def render(results: dict[str, Any]) -> str:
     w(f"  CPU per request, server+PostgreSQL ms: {cpus}")
 
     fa, fr, fra = results.get("fleet_api"), results.get("fleet_raw"), results.get("fleet_raw_alloc")
+    fc = results.get("fleet_ceiling")
     if fa and fr:
         w("")
         w(
@@ -1624,6 +1665,28 @@ def render(results: dict[str, Any]) -> str:
             w(
                 f"  {'raw psycopg, 32 connections, UPDATE head + INSERT':<54}"
                 f"{fra['events_per_s']:10,.0f}{fra['p50']:8.2f}{fra['p95']:9.2f}"
+            )
+        if fra1 := results.get("fleet_raw_alloc1"):
+            w(
+                f"  {'raw psycopg, 32 connections, UPDATE + INSERT in one':<54}"
+                f"{fra1['events_per_s']:10,.0f}{fra1['p50']:8.2f}{fra1['p95']:9.2f}"
+                f"   (= {fra1['events_per_s'] / fr['events_per_s']:.0%} of raw)"
+            )
+        if fc:
+            w(
+                f"  {'ceiling: GET /healthz, no database, no Redis':<54}"
+                f"{fc['events_per_s']:10,.0f}{fc['p50']:8.2f}{fc['p95']:9.2f}"
+                f"   (requests/s; = {fc['events_per_s'] / fr['events_per_s']:.0%} of raw)"
+            )
+        if "cpu" in fa and fc:
+            # At half of raw's rate the machine's two cores give each event this much CPU, for
+            # every process together: client, server, PostgreSQL, Redis.
+            budget = 2 * 1000 / (0.5 * fr["events_per_s"])
+            w(
+                f"  CPU per request: append server {fa['cpu']['server_cpu_ms']:.2f} ms +"
+                f" PostgreSQL {fa['cpu']['pg_cpu_ms']:.2f} ms; GET /healthz server"
+                f" {fc['cpu']['server_cpu_ms']:.2f} ms. At 50% of raw the 2 cores allow"
+                f" {budget:.2f} ms per event, all processes together"
             )
         share = fa["events_per_s"] / fr["events_per_s"]
         w(
@@ -1862,6 +1925,7 @@ def main() -> int:
     raw1 = summarise(raw_single(conn, raw_events, rounds, mode="autocommit"))
     raw_tx = summarise(raw_single(conn, raw_events, rounds, mode="tx"))
     raw_alloc = summarise(raw_single(conn, raw_events, rounds, mode="alloc"))
+    raw_alloc1 = summarise(raw_single(conn, raw_events, rounds, mode="alloc1"))
     brng = random.Random(11)
     raw_batch_events = [
         [factory.api_event(brng, j) for j in range(100)] for _ in range(rounds * n_batch)
@@ -1908,6 +1972,7 @@ def main() -> int:
         "raw_single": raw1,
         "raw_single_tx": raw_tx,
         "raw_single_alloc": raw_alloc,
+        "raw_single_alloc1": raw_alloc1,
         "raw_batch": rawb,
         "raw_reads": raw_reads_s,
         "service_single": service,
@@ -1942,6 +2007,9 @@ def main() -> int:
             singles = api_single_appends(port, api_key, labels, bodies, rounds)
         results["append_single"] = {label: summarise(v) for label, v in singles.items()}
         results["append_single_cpu"] = m.per_request(sum(len(v) for v in bodies.values()))
+        with meter() as m:
+            results["healthz"] = summarise(api_healthz(port, n_append, rounds))
+        results["healthz_cpu"] = m.per_request(n_append * rounds)
 
         log("batches of 100")
         bbodies = append_bodies(factory, rounds * n_batch, seed=200, batch=100)
@@ -1985,10 +2053,23 @@ def main() -> int:
         log(f"fleet: {FLEET_AGENTS} agents on {args.workers} server processes, then raw psycopg")
         fleet_sids = [str(new_session(f"fleet {i}")) for i in range(FLEET_AGENTS)]
         fbodies = append_bodies(factory, 200, seed=400)
-        results["fleet_api"] = fleet_http(port, api_key, fleet_sids, fbodies, fleet_seconds)
+        # Each agent's 10 warm-up requests fall inside the CPU meter too.
+        warm_requests = 10 * FLEET_AGENTS
+        with meter() as m:
+            results["fleet_api"] = fleet_http(port, api_key, fleet_sids, fbodies, fleet_seconds)
+        results["fleet_api"]["cpu"] = m.per_request(results["fleet_api"]["n"] + warm_requests)
+        # The same clients on GET /healthz: a Django view behind the whole middleware stack that
+        # touches neither PostgreSQL nor Redis. No endpoint of this stack can serve more.
+        no_sessions: list[None] = [None] * FLEET_AGENTS
+        with meter() as m:
+            results["fleet_ceiling"] = fleet_http(port, "", no_sessions, [b""], fleet_seconds)
+        results["fleet_ceiling"]["cpu"] = m.per_request(
+            results["fleet_ceiling"]["n"] + warm_requests
+        )
         fevents = [factory.api_event(random.Random(6), i) for i in range(2000)]
         results["fleet_raw"] = fleet_raw(args.db, fevents, fleet_seconds, "autocommit")
         results["fleet_raw_alloc"] = fleet_raw(args.db, fevents, fleet_seconds, "alloc")
+        results["fleet_raw_alloc1"] = fleet_raw(args.db, fevents, fleet_seconds, "alloc1")
         server.stop()
         servers.remove(server)
 
