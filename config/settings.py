@@ -191,6 +191,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         "max_size": env_int("DB_POOL_MAX", 20),
         "timeout": env_int("DB_POOL_TIMEOUT", 10),
     }
+    # Statements run through core.storage.server_bound_cursor (the API's hot fixed SQL) are
+    # prepared on their second run on a connection: PostgreSQL plans them once per connection.
+    # Django's own queries are never prepared (they bind client-side). DB_PREPARED_STATEMENTS=off
+    # behind a pooler that cannot keep them (PgBouncer before 1.21 in transaction mode).
+    _options["prepare_threshold"] = 2 if env_bool("DB_PREPARED_STATEMENTS", True) else None
     # No JIT compilation: every query here is short, and a plan with a large estimated cost (the
     # sessions list's text search with another filter) would spend ~0.5 s compiling before
     # answering in 30 ms (bench/dashboard.py). DB_JIT=on restores it.

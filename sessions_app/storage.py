@@ -23,7 +23,15 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import BooleanField, F, Field, Func, JSONField, TextField
 from django.db.models.sql.compiler import SQLCompiler
 
-from core.storage import column, column_name, concrete_field, instance_from_row, select_list, table
+from core.storage import (
+    column,
+    column_name,
+    concrete_field,
+    instance_from_row,
+    select_list,
+    server_bound_cursor,
+    table,
+)
 from sessions_app.models import Agent, Event, Session, Snapshot
 
 EVENT_FIELDS = (
@@ -66,7 +74,7 @@ def session_in_project(session_id: UUID, project_id: int, *, lock: bool = False)
     (`select_related("agent")`), in one statement: rendering a session names its agent.
     With `lock`, the session's row is locked FOR NO KEY UPDATE (in the caller's transaction)."""
     sql, fields, agent_fields = _session_in_project_sql(lock)
-    with connection.cursor() as cursor:
+    with server_bound_cursor() as cursor:
         cursor.execute(sql, [session_id, project_id])
         row = cursor.fetchone()
     if row is None:
@@ -352,7 +360,7 @@ def _append_rows_as_json(
 ) -> tuple[int, str, int, Decimal] | None:
     """append_in_one_statement for a larger batch: its rows as one JSON array that PostgreSQL
     unpacks (jsonb_array_elements), one parameter where a VALUES list would have a dozen per
-    row quoted into the SQL text (Django binds client-side). One round trip, where the
+    row. One round trip, where the
     transactional path's COPY takes five (BEGIN, UPDATE, COPY and its data, COMMIT)."""
     sql, shape = _rows_as_json_shape(expected_head_seq is not None, agent_write)
     rows = [{key: convert(getattr(e, name)) for key, name, convert in shape} for e in events]
@@ -368,7 +376,7 @@ def _append_rows_as_json(
     )
     params.append(len(events))
     params.append(_json_array(rows))
-    with connection.cursor() as cursor:
+    with server_bound_cursor() as cursor:
         cursor.execute(sql, params)
         result = cursor.fetchone()
     if result is None:
@@ -426,7 +434,7 @@ def append_in_one_statement(
         params.append(position)
         params.extend(f.get_db_prep_save(getattr(event, f.attname), connection) for f in fields)
     sql = _one_statement_sql(len(events), expected_head_seq is not None, agent_write)
-    with connection.cursor() as cursor:
+    with server_bound_cursor() as cursor:
         cursor.execute(sql, params)
         result = cursor.fetchone()
     if result is None:
@@ -483,7 +491,7 @@ def segment_rows(
         params.append(tier)
     sql.append(f" ORDER BY seq {'DESC' if newest_first else 'ASC'} LIMIT %s")
     params.append(limit)
-    with connection.cursor() as cursor:
+    with server_bound_cursor() as cursor:
         cursor.execute("".join(sql), params)
         if as_json:
             return [line for (line,) in cursor.fetchall()]
@@ -514,7 +522,7 @@ def nearest_snapshot_row(
     Walks the unique index (session_id, seq) backwards. JSON is decoded here, as the ORM would.
     """
     where, params = _lineage_where(segments, after=0, upto=at_seq)
-    with connection.cursor() as cursor:
+    with server_bound_cursor() as cursor:
         cursor.execute(
             f"SELECT seq, state, facts, summary FROM {table(Snapshot)}"
             f" WHERE {where} ORDER BY seq DESC LIMIT 1",
@@ -536,7 +544,7 @@ def events_of_kinds(
 ) -> list[tuple[int, str, Any]]:
     """(seq, kind, content) of the lineage's events of `kinds` in (after, upto], in seq order."""
     where, params = _lineage_where(segments, after=after, upto=upto)
-    with connection.cursor() as cursor:
+    with server_bound_cursor() as cursor:
         cursor.execute(
             f"SELECT seq, kind, content FROM {table(Event)} WHERE ({where})"
             f" AND kind IN ({', '.join(['%s'] * len(kinds))}) ORDER BY seq",
