@@ -18,6 +18,7 @@ from typing import Any
 
 import psycopg
 from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db.backends.postgresql.base import CursorDebugWrapper
 from django.db.backends.postgresql.psycopg_any import register_tzloader
 from django.db.backends.utils import CursorWrapper
 from django.db.models import Field, Model
@@ -55,6 +56,15 @@ def column(model: type[Model], field_name: str) -> str:
 _TIMESTAMPTZ_OID = psycopg.postgres.types["timestamptz"].oid
 
 
+class _ServerBoundDebugCursor(CursorDebugWrapper):
+    """Logs each statement as sent, its parameters apart. Django's wrapper logs the text psycopg
+    keeps of the last run, and psycopg keeps none of a prepared statement's run (None)."""
+
+    def execute(self, sql: Any, params: Any = None) -> Any:
+        with self.debug_sql(sql, params):
+            return CursorWrapper.execute(self, sql, params)
+
+
 def server_bound_cursor() -> CursorWrapper:
     """A cursor of the default connection that sends its parameters apart from the statement.
 
@@ -63,7 +73,8 @@ def server_bound_cursor() -> CursorWrapper:
     so psycopg prepares a statement once it has run `prepare_threshold` times on a connection
     (settings: DB_PREPARED_STATEMENTS) and PostgreSQL plans it once per connection: a single
     event's append went from 1.7 to 0.7 ms of PostgreSQL CPU (bench/api_ab.py). The same
-    wrapper as `connection.cursor()` (errors as Django's, queries logged when they are).
+    wrapper as `connection.cursor()` (errors as Django's, queries logged when they are, with
+    their parameters apart).
 
     Only for fixed SQL whose every parameter PostgreSQL can type from where it stands
     (compared with a column, inserted into one, or cast): `%s IS NULL` cannot be."""
@@ -75,9 +86,9 @@ def server_bound_cursor() -> CursorWrapper:
     # As Django's create_cursor: its time zone where the connection's differs.
     if connection.timezone != raw.adapters.get_loader(_TIMESTAMPTZ_OID, Format.TEXT).timezone:
         register_tzloader(connection.timezone, cursor)
-    # (django-stubs name the wrapped cursor's type CursorWrapper; it is the DB-API cursor.)
     if connection.queries_logged:
-        return connection.make_debug_cursor(cursor)  # type: ignore[arg-type]
+        return _ServerBoundDebugCursor(cursor, connection)
+    # (django-stubs name the wrapped cursor's type CursorWrapper; it is the DB-API cursor.)
     return connection.make_cursor(cursor)  # type: ignore[arg-type]
 
 
@@ -216,7 +227,7 @@ def claim_unsent_outbox_messages(message_ids: list[int], now: Any) -> list[tuple
     fails."""
     t = table(OutboxMessage)
     sent_at = column(OutboxMessage, "relayed_at")
-    with connection.cursor() as cursor:
+    with server_bound_cursor() as cursor:
         cursor.execute(
             f"UPDATE {t} SET {sent_at} = %s WHERE id IN (SELECT id FROM {t}"
             f" WHERE id = ANY(%s) AND {sent_at} IS NULL FOR UPDATE SKIP LOCKED)"

@@ -2,9 +2,7 @@
 
 from typing import Any
 
-from django.db import connection
-
-from core.storage import column, table
+from core.storage import column, server_bound_cursor, table
 
 from .models import TaskSession
 
@@ -14,7 +12,7 @@ def linked_task_ids(session_id: Any) -> list[Any]:
 
     Every fork asks this of its parent inside its transaction (services.links); built by the
     ORM it cost more server time than the statement takes to run."""
-    with connection.cursor() as cursor:
+    with server_bound_cursor() as cursor:
         cursor.execute(
             f"SELECT {column(TaskSession, 'task')} FROM {table(TaskSession)}"
             f" WHERE {column(TaskSession, 'session')} = %s ORDER BY 1",
