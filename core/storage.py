@@ -202,10 +202,11 @@ def instance_from_row[M: Model](
 
 
 def active_key_with_project(prefix: str) -> ApiKey | None:
-    """The unrevoked key with this prefix, its project loaded, in one statement (per request)."""
+    """The unrevoked key with this prefix, its project loaded, in one statement (per request
+    where no key cache is kept: without Redis, or past the cache's epoch)."""
     key_columns, key_fields = select_list(ApiKey, "k")
     project_columns, project_fields = select_list(Project, "p")
-    with connection.cursor() as cursor:
+    with server_bound_cursor() as cursor:
         cursor.execute(
             f"SELECT {key_columns}, {project_columns} FROM {table(ApiKey)} k"
             f" JOIN {table(Project)} p ON p.id = k.project_id"

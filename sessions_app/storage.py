@@ -173,7 +173,7 @@ def allocate_seqs(
         writable_statuses=writable_statuses,
         expected_head_seq=expected_head_seq,
     )
-    with connection.cursor() as cursor:
+    with server_bound_cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
     if row is None:
@@ -242,7 +242,7 @@ def insert_events(events: list[Event]) -> None:
         for event in events
         for f in fields
     ]
-    with connection.cursor() as cursor:
+    with server_bound_cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {table(Event)} ({columns}) VALUES {', '.join([row] * len(events))}",
             params,
