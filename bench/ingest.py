@@ -849,6 +849,11 @@ RAW_ALLOCATE_AND_INSERT = (
 )
 
 
+def allocate_and_insert_params(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """RAW_ALLOCATE_AND_INSERT's parameters for a raw_row (its seq left to the statement)."""
+    return (row[0], row[0], *row[2:])
+
+
 def raw_row(session_id: uuid.UUID, seq: int, ev: dict[str, Any]) -> tuple[Any, ...]:
     from psycopg.types.json import Jsonb
 
@@ -912,7 +917,7 @@ def raw_single(conn, events: list[dict[str, Any]], rounds: int, *, mode: str) ->
                 )
                 cur.fetchone()
             if mode == "alloc1":
-                cur.execute(RAW_ALLOCATE_AND_INSERT, (sid, *row[:1], *row[2:]))
+                cur.execute(RAW_ALLOCATE_AND_INSERT, allocate_and_insert_params(row))
             else:
                 cur.execute(RAW_INSERT, row)
             if not conn.autocommit:
@@ -1072,12 +1077,16 @@ def api_single_appends(
     return out
 
 
+# The cheapest request of the stack: a Django view behind the whole middleware stack that
+# touches neither PostgreSQL nor Redis.
+HEALTHZ_REQUEST = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+
+
 def api_healthz(port: int, n: int, rounds: int) -> list[list[float]]:
     """GET /healthz: the cheapest request of the same stack (no database, no Redis)."""
     conn = HttpConn(port, "")
-    raw = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
     try:
-        return [[timed(conn, raw, (200,))[0] for _ in range(n)] for _ in range(rounds)]
+        return [[timed(conn, HEALTHZ_REQUEST, (200,))[0] for _ in range(n)] for _ in range(rounds)]
     finally:
         conn.close()
 
@@ -1245,6 +1254,7 @@ def concurrent_appends(
 
 FLEET_AGENTS = 32
 FLEET_CLIENT_PROCESSES = 2  # the client's share of the 2 cores stays small: asyncio, no threads
+FLEET_WARM_REQUESTS = 10  # per agent, before the measured window (inside the CPU meter)
 
 
 async def _fleet_http_agent(
@@ -1257,7 +1267,7 @@ async def _fleet_http_agent(
     sock = writer.get_extra_info("socket")
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     if sid is None:
-        raws, expect = [b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"], 200
+        raws, expect = [HEALTHZ_REQUEST], 200
     else:
         head = (
             f"POST /api/v1/sessions/{sid}/events HTTP/1.1\r\nHost: 127.0.0.1\r\n"
@@ -1278,8 +1288,8 @@ async def _fleet_http_agent(
         if status != expect:
             raise RuntimeError(f"HTTP {status}: {body[:300]!r}")
 
-    for raw in raws[:10]:  # warm this connection
-        await one(raw)
+    for i in range(FLEET_WARM_REQUESTS):  # warm this connection
+        await one(raws[i % len(raws)])
     while time.time() < start:
         await asyncio.sleep(0.005)
     lat: list[float] = []
@@ -1325,7 +1335,7 @@ async def _fleet_raw_agent(
             )
             await cur.fetchone()
         if mode == "alloc1":
-            await cur.execute(RAW_ALLOCATE_AND_INSERT, (sid, *row[:1], *row[2:]))
+            await cur.execute(RAW_ALLOCATE_AND_INSERT, allocate_and_insert_params(row))
         else:
             await cur.execute(RAW_INSERT, row)
         if not autocommit:
@@ -2053,13 +2063,11 @@ def main() -> int:
         log(f"fleet: {FLEET_AGENTS} agents on {args.workers} server processes, then raw psycopg")
         fleet_sids = [str(new_session(f"fleet {i}")) for i in range(FLEET_AGENTS)]
         fbodies = append_bodies(factory, 200, seed=400)
-        # Each agent's 10 warm-up requests fall inside the CPU meter too.
-        warm_requests = 10 * FLEET_AGENTS
+        warm_requests = FLEET_WARM_REQUESTS * FLEET_AGENTS
         with meter() as m:
             results["fleet_api"] = fleet_http(port, api_key, fleet_sids, fbodies, fleet_seconds)
         results["fleet_api"]["cpu"] = m.per_request(results["fleet_api"]["n"] + warm_requests)
-        # The same clients on GET /healthz: a Django view behind the whole middleware stack that
-        # touches neither PostgreSQL nor Redis. No endpoint of this stack can serve more.
+        # The same clients on GET /healthz: no endpoint of this stack can serve more.
         no_sessions: list[None] = [None] * FLEET_AGENTS
         with meter() as m:
             results["fleet_ceiling"] = fleet_http(port, "", no_sessions, [b""], fleet_seconds)

@@ -72,7 +72,7 @@ def server_bound_cursor() -> CursorWrapper:
     text parsed and planned by PostgreSQL on every call. This one uses the extended protocol,
     so psycopg prepares a statement once it has run `prepare_threshold` times on a connection
     (settings: DB_PREPARED_STATEMENTS) and PostgreSQL plans it once per connection: a single
-    event's append went from 1.7 to 0.7 ms of PostgreSQL CPU (bench/api_ab.py). The same
+    event's append went from 1.4 to 0.9 ms of PostgreSQL CPU (bench/api_ab.py). The same
     wrapper as `connection.cursor()` (errors as Django's, queries logged when they are, with
     their parameters apart).
 

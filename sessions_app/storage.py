@@ -360,8 +360,8 @@ def _append_rows_as_json(
 ) -> tuple[int, str, int, Decimal] | None:
     """append_in_one_statement for a larger batch: its rows as one JSON array that PostgreSQL
     unpacks (jsonb_array_elements), one parameter where a VALUES list would have a dozen per
-    row. One round trip, where the
-    transactional path's COPY takes five (BEGIN, UPDATE, COPY and its data, COMMIT)."""
+    row. One round trip, where the transactional path's COPY takes five (BEGIN, UPDATE, COPY
+    and its data, COMMIT)."""
     sql, shape = _rows_as_json_shape(expected_head_seq is not None, agent_write)
     rows = [{key: convert(getattr(e, name)) for key, name, convert in shape} for e in events]
     params = _allocation_params(
