@@ -5,7 +5,7 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
-from core.access import as_uuid, require_role
+from core.access import as_uuid, member_rows, require_role
 from core.errors import NotFound
 from core.models import ApiKey, Membership, Role
 
@@ -31,13 +31,13 @@ def get_handoff_for_user(
     user: AbstractBaseUser | AnonymousUser, handoff_id: Any, minimum: str = Role.VIEWER
 ) -> tuple[Handoff, Membership]:
     """The handoff and the user's membership; 404 for non-members, 403 below `minimum`."""
-    handoff = (
-        Handoff.objects.select_related("session__agent", "lease_holder", "project")
-        .filter(pk=as_uuid(handoff_id, "Handoff"), project__memberships__user_id=user.pk)
-        .first()
-        if user.is_authenticated
-        else None
-    )
+    # The shared membership filter: a superuser sees every project's handoffs, as the queue does.
+    handoff = member_rows(
+        Handoff.objects.select_related("session__agent", "lease_holder", "project").filter(
+            pk=as_uuid(handoff_id, "Handoff")
+        ),
+        user,
+    ).first()
     if handoff is None:
         raise _not_found(handoff_id)
     return handoff, require_role(user, handoff.project_id, minimum)

@@ -5,6 +5,8 @@ import json
 import re
 
 import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
 from django.urls import reverse
 
 from handoffs_app.models import Handoff, HandoffStatus
@@ -99,6 +101,17 @@ def test_another_projects_handoff_is_a_404(team, approval):
     other = ask(make_session(team.other_project), "question")
     assert team.client("admin").get(url("handoff_detail", other)).status_code == 404
     assert team.client("admin").post(url("handoff_claim", other)).status_code == 404
+
+
+def test_a_superuser_opens_any_projects_handoff_as_an_admin(team, approval):
+    root = get_user_model().objects.create_superuser("root", "root@example.com", "pw")
+    client = Client()
+    client.force_login(root)
+    page = client.get(url("handoff_detail", approval))
+    assert page.status_code == 200
+    assert 'id="claim-button"' in page.content.decode()  # an admin's actions
+    assert client.post(url("handoff_claim", approval), headers=HTMX).status_code == 200
+    assert Handoff.objects.get(pk=approval.pk).lease_holder == root
 
 
 def test_claim_then_someone_else_sees_who_holds_it_and_cannot_act(team, approval):

@@ -4,6 +4,7 @@ Real commits through the services, on the configured channel layer."""
 
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
+from django.contrib.auth import get_user_model
 
 from handoffs_app.services.handoffs import claim_handoff
 from tests.dashboard.conftest import Team, team  # noqa: F401  (the personas fixture)
@@ -40,6 +41,22 @@ def test_sockets_check_access_like_the_pages(team: Team):
             assert await refused(path, None) == 4401
             assert await refused(path, outsider) == 4404
         assert await refused(f"/ws/projects/{team.project.pk}/handoffs/?kind=nope", outsider)
+
+    async_to_sync(scenario)()
+
+
+def test_a_superuser_who_is_no_member_watches_the_workspace(team: Team):
+    handoff = ask(make_session(team.project), "question")
+    root = get_user_model().objects.create_superuser("root", "root@example.com", "pw")
+    cookie, outsider = cookie_for(root), cookie_for(team.outsider)
+
+    async def scenario():
+        ws = socket(f"/ws/handoffs/{handoff.pk}/", cookie)
+        assert (await ws.connect())[0]
+        first = await ws.receive_from(timeout=TIMEOUT)  # caught up at connect, as an admin
+        assert 'id="claim-button"' in first
+        await ws.disconnect()
+        assert await refused(f"/ws/handoffs/{handoff.pk}/", outsider) == 4404
 
     async_to_sync(scenario)()
 
