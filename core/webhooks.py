@@ -22,13 +22,15 @@ import hmac
 import ipaddress
 import json
 import random
+import re
 import secrets
 import socket
 import time
+import unicodedata
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import httpx
 
@@ -122,21 +124,91 @@ class TargetRefused(ValueError):
     """A URL Switchboard will not POST to; the message says why, in the product's words."""
 
 
-def _refused_address(address: str) -> bool:
-    ip = ipaddress.ip_address(address)
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped:
-        ip = ip.ipv4_mapped
+# The IPv6 ranges that carry an IPv4 address inside (IPv4-compatible, NAT64, 6to4): the address
+# inside is the one reached, so it is checked too.
+_IPV4_INSIDE = (
+    ipaddress.IPv6Network("::/96"),
+    ipaddress.IPv6Network("64:ff9b::/96"),
+    ipaddress.IPv6Network("64:ff9b:1::/48"),
+)
+# Full stops a resolver or an IDNA encoder reads as "." (IDNA's label separators).
+_DOTS = str.maketrans({"\u3002": ".", "\uff0e": ".", "\uff61": "."})
+_HOST_NAME = re.compile(r"[a-z0-9_-]+(?:\.[a-z0-9_-]+)*")
+_INTERNAL = "Webhooks cannot be sent to this machine or an internal name."
+_PRIVATE = "Webhooks cannot be sent to a loopback, private or reserved address."
+
+
+def _refused_address(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    if isinstance(ip, ipaddress.IPv6Address):
+        inside = ip.ipv4_mapped or ip.sixtofour
+        if inside is None and any(ip in network for network in _IPV4_INSIDE):
+            inside = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+        if inside is not None and _refused_address(inside):
+            return True
     return not ip.is_global or ip.is_multicast
 
 
-def check_url(url: str, *, allow_private: bool) -> str:
-    """The URL, cleaned, if Switchboard may deliver to it; else TargetRefused.
+def _host(raw: str) -> str:
+    """The host as a resolver reads it: percent-escapes decoded, compatibility characters folded
+    as IDNA folds them (NFKC: "①" is "1", a full-width or ideographic full stop is "."), lower
+    case, without the trailing dot of a fully qualified name, an international name in its
+    ASCII form. TargetRefused when what is left is no host name."""
+    host = unicodedata.normalize("NFKC", unquote(raw)).translate(_DOTS).lower()
+    if ":" in host:  # only an IPv6 literal (urlsplit took the port off)
+        try:
+            return str(ipaddress.IPv6Address(host))
+        except ValueError:
+            raise TargetRefused("The host name is not valid.") from None
+    host = host.removesuffix(".")
+    try:
+        host = host.encode("idna").decode("ascii")  # also refuses empty and over-long labels
+    except UnicodeError:
+        raise TargetRefused("The host name is not valid.") from None
+    if not _HOST_NAME.fullmatch(host):
+        raise TargetRefused("The host name is not valid.")
+    return host
+
+
+def _literal(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address `host` spells, in any form the C resolver accepts for one without asking DNS
+    (2130706433, 0x7f000001, 0177.0.0.1, 127.1, 0, as well as 127.0.0.1 and IPv6)."""
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    try:
+        return ipaddress.IPv4Address(socket.inet_aton(host))
+    except OSError:
+        return None
+
+
+@dataclass(frozen=True)
+class Target:
+    """A URL Switchboard may POST to: the URL as given (trimmed), its host as resolved, and the
+    addresses that host resolved to now (none when it did not resolve, or was not resolved
+    because private targets are allowed)."""
+
+    url: str
+    host: str
+    addresses: tuple[str, ...] = ()
+
+
+def check_target(url: str, *, allow_private: bool) -> Target:
+    """The one check of a webhook URL, when an endpoint is saved and before every delivery;
+    TargetRefused (its message in the product's words) for one Switchboard will not POST to.
 
     Only http and https, a host name, no user name or password in it (secrets belong in the
-    signing secret), and — unless `allow_private` — no literal loopback, private, link-local or
-    reserved address nor `localhost` (a webhook must not reach the servers next to
-    Switchboard). Names that resolve to such addresses are refused at delivery time
-    (`check_resolved`)."""
+    signing secret), a URL the HTTP client can send to. Unless `allow_private`: the host is read
+    as the resolver reads it (`_host`) and refused when it is `localhost`, `*.localhost`,
+    `*.local`, `*.internal` or this machine's name, spells a loopback, private, link-local or
+    reserved address in any form, or resolves to one (a webhook must not reach the servers next
+    to Switchboard). A name that does not resolve is let through, as at delivery: the attempt
+    then fails to connect and is retried, so a name that will resolve later still works
+    (`Target.addresses` is empty, for the page to say so).
+
+    httpx resolves again when it connects, so a name whose answer changes in between (DNS
+    rebinding) can slip past: deployments that need a hard guarantee route egress through a
+    proxy that enforces it (README.md, "Webhooks")."""
     url = url.strip()
     try:
         parts = urlsplit(url)
@@ -145,43 +217,39 @@ def check_url(url: str, *, allow_private: bool) -> str:
         raise TargetRefused("That is not a valid URL.") from None
     if parts.scheme not in {"http", "https"}:
         raise TargetRefused("The URL must start with http:// or https://.")
-    host = parts.hostname
-    if not host:
+    if not parts.hostname:
         raise TargetRefused("The URL needs a host name, like https://example.com/hooks.")
     if parts.username or parts.password:
         raise TargetRefused("Leave the user name and password out of the URL.")
     if port == 0:
         raise TargetRefused("That port is not valid.")
+    host = _host(parts.hostname)
+    literal = None
     if not allow_private:
-        if host == "localhost" or host.endswith((".localhost", ".local", ".internal")):
-            raise TargetRefused("Webhooks cannot be sent to this machine or an internal name.")
-        try:
-            literal = ipaddress.ip_address(host)
-        except ValueError:
-            literal = None
-        if literal is not None and _refused_address(host):
-            raise TargetRefused(
-                "Webhooks cannot be sent to a loopback, private or reserved address."
-            )
-    return url
-
-
-def check_resolved(url: str, *, allow_private: bool) -> None:
-    """At delivery: refuse a host name that resolves to a non-public address (TargetRefused).
-    httpx resolves again when it connects, so a name whose answer changes in between (DNS
-    rebinding) can slip past: deployments that need a hard guarantee route egress through a
-    proxy that enforces it (README.md, "Webhooks")."""
-    if allow_private:
-        return
-    parts = urlsplit(url)
-    host = parts.hostname or ""
+        this_machine = socket.gethostname().lower()
+        if host in {"localhost", this_machine, this_machine.partition(".")[0]} or host.endswith(
+            (".localhost", ".local", ".internal")
+        ):
+            raise TargetRefused(_INTERNAL)
+        literal = _literal(host)
+        if literal is not None and _refused_address(literal):
+            raise TargetRefused(_PRIVATE)
     try:
-        infos = socket.getaddrinfo(host, parts.port or 443, type=socket.SOCK_STREAM)
+        httpx.URL(url)  # what the delivery will send to (it refuses some spellings above too)
+    except httpx.InvalidURL:
+        raise TargetRefused("That is not a valid URL.") from None
+    if allow_private:
+        return Target(url, host)
+    if literal is not None:
+        return Target(url, host, (str(literal),))
+    try:
+        infos = socket.getaddrinfo(host, port or 443, type=socket.SOCK_STREAM)
     except OSError:
-        return  # unresolvable: the attempt fails with a connection error, and is retried
-    for info in infos:
-        if _refused_address(str(info[4][0])):
-            raise TargetRefused("The host name points to a private or reserved address.")
+        return Target(url, host)  # does not resolve (now): see above
+    addresses = tuple(dict.fromkeys(str(info[4][0]) for info in infos))
+    if any(_refused_address(ipaddress.ip_address(a.partition("%")[0])) for a in addresses):
+        raise TargetRefused("The host name points to a private or reserved address.")
+    return Target(url, host, addresses)
 
 
 # --- One attempt ------------------------------------------------------------------------------
@@ -224,7 +292,7 @@ def send(
         return int((time.monotonic() - started) * 1000)
 
     try:
-        check_resolved(url, allow_private=allow_private)
+        check_target(url, allow_private=allow_private)
     except TargetRefused as refused:
         return AttemptResult(False, False, None, str(refused), elapsed())
     headers = {

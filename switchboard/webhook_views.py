@@ -84,7 +84,13 @@ def webhook_create(request: HttpRequest, project_id: int) -> HttpResponse:
             field = refused.detail.get("field") if isinstance(refused.detail, dict) else None
             form.add_error(field if field in form.fields else None, refused.message)
         else:
-            context = _page(request, membership, new_endpoint=endpoint, new_secret=secret)
+            context = _page(
+                request,
+                membership,
+                new_endpoint=endpoint,
+                new_secret=secret,
+                unresolved_host=form.unresolved_host(),
+            )
             return render(request, TEMPLATE, context, status=201)
     context = _page(request, membership, form, errors=form_errors(form))
     return render(request, TEMPLATE, context, status=400)

@@ -40,7 +40,14 @@ from core.storage import (
     claim_delivery,
     claim_due_deliveries,
 )
-from core.webhooks import EVENTS, AttemptResult, TargetRefused, backoff_seconds, check_url, envelope
+from core.webhooks import (
+    EVENTS,
+    AttemptResult,
+    TargetRefused,
+    backoff_seconds,
+    check_target,
+    envelope,
+)
 from core.webhooks import new_secret as _new_secret
 from core.webhooks import send as _send
 
@@ -67,7 +74,8 @@ def create_endpoint(
     """Create an active endpoint; returns it and its signing secret (shown once). Raises
     InvalidInput (422) for a URL Switchboard will not POST to or an unknown event name."""
     try:
-        url = check_url(url, allow_private=settings.SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE_TARGETS)
+        allow_private = settings.SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE_TARGETS
+        url = check_target(url, allow_private=allow_private).url
     except TargetRefused as refused:
         raise InvalidInput(str(refused), detail={"field": "url"}) from None
     if len(url) > 2000:

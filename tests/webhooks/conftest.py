@@ -1,3 +1,5 @@
+import socket
+
 import pytest
 
 from core.actors import Actor
@@ -31,3 +33,18 @@ def paused_session(project):
     session = make_session(project)
     pause_session(session, actor=ADMIN, reason="ask a human")
     return session
+
+
+def resolving(monkeypatch, names: dict[str, str | None]) -> None:
+    """socket.getaddrinfo answering for `names` (an address, or None: no such name) without
+    DNS, the machine having none; every other name as before."""
+    real = socket.getaddrinfo
+
+    def getaddrinfo(host, port, *args, **kwargs):
+        if host not in names:
+            return real(host, port, *args, **kwargs)
+        if names[host] is None:
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (names[host], port))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)

@@ -1,15 +1,20 @@
 """The webhooks page: admins manage endpoints and redeliver; operators, viewers and outsiders
 cannot (403 / 404); bad URLs are refused in words, nothing saved; user content is escaped."""
 
+import re
+import socket
+
 import pytest
+from django.test import override_settings
 from django.urls import reverse
 
 from core.actors import Actor
+from core.errors import InvalidInput
 from core.models import AuditEntry, DeliveryStatus, WebhookDelivery, WebhookEndpoint
 from core.services.webhooks import create_endpoint, deliver_due
 from tests.dashboard.conftest import Team, _fresh_cache, team  # noqa: F401
 
-from .conftest import paused_session
+from .conftest import paused_session, resolving
 from .receiver import receiver
 
 pytestmark = pytest.mark.django_db
@@ -113,6 +118,84 @@ def test_bad_input_is_refused_in_words_and_nothing_is_saved(team: Team, settings
     assert message in response.content.decode()
     assert "Nothing was saved." in response.content.decode()
     assert not WebhookEndpoint.objects.exists()
+
+
+# The loopback spelled as the resolver (or the HTTP client) reads it but a plain look at the
+# URL does not (issue 23): numeric forms inet_aton takes, IDNA's dots and digits, percent-escapes,
+# IPv6 forms carrying 127.0.0.1, a fully qualified localhost, this machine's name, a space.
+LOOPBACK_SPELLINGS = [
+    ("http://2130706433/h", "loopback, private"),
+    ("http://0x7f000001/h", "loopback, private"),
+    ("http://0177.0.0.1/h", "loopback, private"),
+    ("http://127.1/h", "loopback, private"),
+    ("http://0x7f.1/h", "loopback, private"),
+    ("http://0/h", "loopback, private"),
+    ("http://127.0.0.1./h", "loopback, private"),
+    ("http://127\u30020\u30020\u30021/h", "loopback, private"),
+    ("http://\u2460\u2461\u2466.0.0.1/h", "loopback, private"),
+    ("http://%31%32%37.0.0.1/h", "loopback, private"),
+    ("http://[::127.0.0.1]/h", "loopback, private"),
+    ("http://[2002:7f00:1::]/h", "loopback, private"),
+    ("http://localhost./h", "this machine"),
+    ("http://LOCALHOST./h", "this machine"),
+    ("http://%6c%6f%63%61%6c%68%6f%73%74:8000/h", "this machine"),
+    (f"http://{socket.gethostname()}:8000/h", "this machine"),
+    ("http://127.0.0.1 /h", "host name is not valid"),
+]
+
+
+@pytest.mark.parametrize("address, message", LOOPBACK_SPELLINGS)
+@override_settings(SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE_TARGETS=False)
+def test_every_spelling_of_the_loopback_is_refused_when_saved(team: Team, address, message):
+    response = team.client("admin").post(
+        url("webhook_create", team.project.pk), {"url": address, "events": "session.paused"}
+    )
+    assert response.status_code == 400
+    html = response.content.decode()
+    assert "Nothing was saved." in html and re.search(f"<li>URL: [^<]*{message}", html)
+    assert not WebhookEndpoint.objects.exists()
+    # The service refuses it the same way for any other caller.
+    with pytest.raises(InvalidInput, match=message):
+        make_endpoint(team.project, address)
+
+
+@override_settings(SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE_TARGETS=False)
+def test_public_targets_are_saved_and_a_name_that_does_not_resolve_yet_is_saved_with_a_note(
+    team: Team, monkeypatch
+):
+    resolving(
+        monkeypatch,
+        {
+            "hooks.example.com": "93.184.216.34",
+            "new.example.com": None,
+            "evil.example.com": "10.0.0.1",
+        },
+    )
+    client = team.client("admin")
+    create = url("webhook_create", team.project.pk)
+    for address in ("https://93.184.216.34/in", "https://hooks.example.com/in"):
+        response = client.post(create, {"url": address, "events": "session.paused"})
+        assert response.status_code == 201, address
+        assert 'id="webhook-unresolved"' not in response.content.decode()
+    # Delivery lets a name that does not resolve through to a connection failure that is
+    # retried (it may resolve later): saving does the same, and says so.
+    response = client.post(
+        create, {"url": "https://new.example.com/in", "events": "session.paused"}
+    )
+    assert response.status_code == 201
+    assert "new.example.com</span> does not resolve from here" in response.content.decode()
+    response = client.post(
+        create, {"url": "https://evil.example.com/in", "events": "session.paused"}
+    )
+    assert response.status_code == 400
+    assert (
+        "URL: The host name points to a private or reserved address." in response.content.decode()
+    )
+    assert sorted(WebhookEndpoint.objects.values_list("url", flat=True)) == [
+        "https://93.184.216.34/in",
+        "https://hooks.example.com/in",
+        "https://new.example.com/in",
+    ]
 
 
 def test_an_admin_disables_enables_and_deletes(team: Team):

@@ -15,13 +15,19 @@ from django.utils import timezone
 
 from core.actors import Actor
 from core.errors import Conflict
-from core.models import AuditEntry, DeliveryStatus, WebhookAttempt, WebhookDelivery
+from core.models import (
+    AuditEntry,
+    DeliveryStatus,
+    WebhookAttempt,
+    WebhookDelivery,
+    WebhookEndpoint,
+)
 from core.services.webhooks import deliver_due, redeliver
 from core.storage import claim_due_deliveries
-from core.webhooks import verify_signature
+from core.webhooks import TargetRefused, check_target, verify_signature
 from tests.servers import free_port
 
-from .conftest import endpoint_for, paused_session
+from .conftest import endpoint_for, paused_session, resolving
 from .receiver import receiver
 
 pytestmark = pytest.mark.django_db
@@ -258,17 +264,34 @@ def test_a_disabled_endpoint_keeps_its_deliveries_until_enabled(project, recv):
 
 
 @override_settings(SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE_TARGETS=False)
-def test_a_name_resolving_to_a_private_address_is_refused_at_delivery(project):
-    from core.models import WebhookEndpoint
-
-    endpoint, _ = endpoint_for(project, "https://hooks.example.com/in")
+def test_a_name_resolving_to_a_private_address_is_refused_at_delivery(project, monkeypatch):
+    resolving(monkeypatch, {"hooks.example.com": "93.184.216.34"})
+    endpoint_for(project, "https://hooks.example.com/in")
     # As if the name had been pointed at the loopback after the endpoint was created.
-    WebhookEndpoint.objects.filter(pk=endpoint.pk).update(url="http://localhost:9/in")
+    resolving(monkeypatch, {"hooks.example.com": "127.0.0.1"})
     paused_session(project)
     deliver_due()
     delivery = WebhookDelivery.objects.get()
     assert delivery.status == DeliveryStatus.FAILED
     assert delivery.last_error == "The host name points to a private or reserved address."
+
+
+@pytest.mark.parametrize(
+    "address", ["http://0x7f000001:9/in", "http://localhost.:9/in", "http://%31%32%37.0.0.1:9/in"]
+)
+@override_settings(SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE_TARGETS=False)
+def test_an_endpoint_saved_before_the_check_is_refused_at_delivery_by_the_same_check(
+    project, address
+):
+    endpoint, _ = endpoint_for(project, "https://93.184.216.34/in")
+    WebhookEndpoint.objects.filter(pk=endpoint.pk).update(url=address)
+    paused_session(project)
+    deliver_due()
+    delivery = WebhookDelivery.objects.get()
+    assert delivery.status == DeliveryStatus.FAILED and delivery.attempts == 1
+    with pytest.raises(TargetRefused) as refused:
+        check_target(address, allow_private=False)
+    assert delivery.last_error == str(refused.value)
 
 
 def test_deliveries_of_many_endpoints_go_out_side_by_side(project):

@@ -8,7 +8,7 @@ import pytest
 from core.webhooks import (
     TargetRefused,
     backoff_seconds,
-    check_url,
+    check_target,
     envelope,
     signature_header,
     verify_signature,
@@ -92,11 +92,12 @@ def test_backoff_grows_and_its_jitter_is_bounded():
 )
 def test_it_refuses_urls_it_will_not_post_to(url, why):
     with pytest.raises(TargetRefused, match=why):
-        check_url(url, allow_private=False)
+        check_target(url, allow_private=False)
 
 
 def test_it_accepts_public_urls_and_private_ones_when_allowed():
-    assert check_url(" https://hooks.example.com/in?x=1 ", allow_private=False) == (
+    assert check_target(" https://hooks.example.com/in?x=1 ", allow_private=False).url == (
         "https://hooks.example.com/in?x=1"
     )
-    assert check_url("http://127.0.0.1:8080/h", allow_private=True) == "http://127.0.0.1:8080/h"
+    target = check_target("http://127.0.0.1:8080/h", allow_private=True)
+    assert target.url == "http://127.0.0.1:8080/h"
