@@ -4,6 +4,7 @@ from decimal import Decimal
 
 import pytest
 
+from core.errors import InvalidInput
 from core.models import AuditEntry, OutboxMessage, Role
 from handoffs_app.errors import (
     AnswerNotAllowed,
@@ -108,13 +109,124 @@ def test_question_respond_writes_a_human_message(project, session):
     message = Event.objects.get(session=session, kind="message")
     assert (message.role, message.content["text"]) == ("human", "yes, ship it")
     assert handoff.answer["choice"] == "yes"
-    with pytest.raises(Exception) as bad:
-        svc.respond(ask_other(project), user=user, text="x", choice="maybe")
-    assert bad.value.status in (409, 422)
 
 
-def ask_other(project):
-    return ask(make_session(project), kind="question")
+def unchanged(handoff, session):
+    """What a refused answer or edit must leave as it was: the handoff, the log, the budget."""
+    handoff.refresh_from_db()
+    session.refresh_from_db()
+    return (
+        handoff.status,
+        handoff.answer,
+        session.head_seq,
+        session.budget_max_tokens,
+        session.budget_max_cost,
+    )
+
+
+def test_a_choice_not_among_the_questions_is_refused_and_nothing_written(project, session):
+    user = operator(project)
+    handoff = ask(session, kind="question")
+    svc.claim_handoff(handoff, user=user)  # claimed: only the choice can refuse it
+    before = unchanged(handoff, session)
+    with pytest.raises(InvalidInput) as refused:
+        svc.respond(handoff, user=user, text="x", choice="maybe")
+    assert refused.value.status == 422
+    assert refused.value.detail == {"field": "choice", "allowed": ["yes", "no"]}
+    assert unchanged(handoff, session) == before == ("claimed", None, before[2], None, None)
+
+
+TOO_LONG = "x" * (svc.MAX_TEXT + 1)
+
+
+@pytest.mark.parametrize(
+    ("kind", "act", "message", "field"),
+    [
+        (
+            "question",
+            lambda h, u: svc.respond(h, user=u, text="   "),
+            "text must be a non-empty string.",
+            "text",
+        ),
+        (
+            "question",
+            lambda h, u: svc.respond(h, user=u, text=TOO_LONG),
+            f"text holds at most {svc.MAX_TEXT} characters.",
+            "text",
+        ),
+        (
+            "approval",
+            lambda h, u: svc.edit_and_accept(h, user=u, args=["A-1001", "100.00"]),
+            "args must be a JSON object.",
+            "args",
+        ),
+        (
+            "approval",
+            lambda h, u: svc.patch_state(h, user=u, patch={}),
+            "patch must be a non-empty JSON object.",
+            "patch",
+        ),
+        (
+            "approval",
+            lambda h, u: svc.patch_state(h, user=u, patch=[{"a": 1}]),
+            "patch must be a non-empty JSON object.",
+            "patch",
+        ),
+        (
+            "approval",
+            lambda h, u: svc.add_facts(h, user=u, facts={}),
+            "facts must be a non-empty JSON object.",
+            "facts",
+        ),
+        (
+            "approval",
+            lambda h, u: svc.add_facts(h, user=u, facts=[["k", "v"]]),
+            "facts must be a non-empty JSON object.",
+            "facts",
+        ),
+    ],
+    ids=[
+        "blank-text",
+        "text-too-long",
+        "args-not-an-object",
+        "empty-patch",
+        "patch-not-an-object",
+        "no-facts",
+        "facts-not-an-object",
+    ],
+)
+def test_the_holders_bad_input_is_refused_and_nothing_written(
+    project, session, kind, act, message, field
+):
+    user = operator(project)
+    handoff = ask(session, kind=kind)
+    svc.claim_handoff(handoff, user=user)
+    before = unchanged(handoff, session)
+    with pytest.raises(InvalidInput) as refused:
+        act(handoff, user)
+    assert (refused.value.message, refused.value.detail) == (message, {"field": field})
+    assert unchanged(handoff, session) == before
+    assert not AuditEntry.objects.filter(action__in=["handoff.state", "handoff.facts"]).exists()
+
+
+@pytest.mark.parametrize(
+    ("max_tokens", "max_cost"),
+    [(-1, Decimal("2.5")), (1000, Decimal("-0.01"))],
+    ids=["negative-tokens", "negative-cost"],
+)
+def test_a_negative_budget_is_refused_and_the_budget_unchanged(project, max_tokens, max_cost):
+    session = make_session(project, budget_max_tokens=100)
+    draft = EventDraft(kind="message", role="assistant", content={"text": "long"}, tokens=150)
+    append_events(session, [draft], actor=AGENT)
+    handoff = Handoff.objects.get(session=session, kind="budget")
+    user = operator(project)
+    svc.claim_handoff(handoff, user=user)
+    before = unchanged(handoff, session)
+    with pytest.raises(InvalidInput) as refused:
+        svc.approve_budget(handoff, user=user, max_tokens=max_tokens, max_cost=max_cost)
+    assert refused.value.message == "A budget cannot be negative."
+    assert refused.value.detail == {"field": "budget"}
+    assert unchanged(handoff, session) == before == ("claimed", None, before[2], 100, None)
 
 
 def test_only_the_lease_holder_acts(project, session):
