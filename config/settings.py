@@ -7,6 +7,7 @@ settings starts nothing: `bash scripts/run` starts the embedded server.
 """
 
 import contextlib
+import ipaddress
 import os
 import secrets
 from pathlib import Path
@@ -61,6 +62,20 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if not raw:
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def env_networks(name: str) -> list[str]:
+    """A comma-separated list of IP addresses and CIDR networks (`10.0.0.5, 10.1.0.0/16`),
+    each checked: a typo must not quietly trust nobody, or everybody."""
+    networks = []
+    for item in env_list(name, []):
+        try:
+            networks.append(str(ipaddress.ip_network(item)))
+        except ValueError as exc:
+            raise ImproperlyConfigured(
+                f"{name}: {item!r} is not an IP address or network ({exc})"
+            ) from None
+    return networks
 
 
 def local_secret_key(path: Path) -> str:
@@ -392,6 +407,11 @@ PERMISSIONS_POLICY: dict[str, list[str]] = {
 # https and CSRF's origin check matches (also list the https origin in CSRF_TRUSTED_ORIGINS).
 if env_bool("BEHIND_TLS_PROXY", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# The reverse proxies and load balancers whose X-Forwarded-For is believed (IPs and CIDR
+# networks); empty, the default: none is, and the client is the connection's other end. Read by
+# core.client_address, the one place that decides a request's client address (the sign-in
+# throttle counts by it); uvicorn runs with --no-proxy-headers so that it decides nothing.
+SWITCHBOARD_TRUSTED_PROXIES = env_networks("SWITCHBOARD_TRUSTED_PROXIES")
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
 if not DEBUG:

@@ -24,6 +24,7 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect
 
 from core.actors import Actor
+from core.client_address import client_address
 from core.models import Role
 from core.pages import (
     base_context,
@@ -389,11 +390,12 @@ def session_export(request: HttpRequest, session_id: str) -> StreamingHttpRespon
 
 class SignInView(LoginView):
     """Django's sign-in, refused (429, a page saying when to retry) while the account or the
-    client address has too many recent failures (core.ratelimit). The address is REMOTE_ADDR:
-    behind a reverse proxy, have the server take it from the proxy (uvicorn --proxy-headers)."""
+    client address has too many recent failures (core.ratelimit). The address is
+    core.client_address's: behind a reverse proxy listed in SWITCHBOARD_TRUSTED_PROXIES, the
+    client's from X-Forwarded-For; else the connection's (a forged header changes nothing)."""
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        lockout = signin_lockout(_username(request), _address(request))
+        lockout = signin_lockout(_username(request), client_address(request))
         if lockout is not None:
             minutes = math.ceil(lockout.retry_after / 60)
             response = render(
@@ -407,7 +409,7 @@ class SignInView(LoginView):
         return super().post(request, *args, **kwargs)
 
     def form_invalid(self, form: AuthenticationForm) -> HttpResponse:
-        record_signin_failure(_username(self.request), _address(self.request))
+        record_signin_failure(_username(self.request), client_address(self.request))
         return super().form_invalid(form)
 
     def form_valid(self, form: AuthenticationForm) -> HttpResponse:
@@ -417,7 +419,3 @@ class SignInView(LoginView):
 
 def _username(request: HttpRequest) -> str:
     return str(request.POST.get("username", ""))
-
-
-def _address(request: HttpRequest) -> str:
-    return str(request.META.get("REMOTE_ADDR", ""))

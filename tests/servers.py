@@ -1,4 +1,5 @@
-"""Real processes for tests: an ASGI server (uvicorn), Celery worker and beat, on the test DB.
+"""Real processes for tests: an ASGI server (uvicorn), a WSGI server (granian), Celery worker
+and beat, on the test DB.
 
 Children get DJANGO_SETTINGS_MODULE=tests.settings and SWITCHBOARD_TEST_DB_NAME pointing at the
 database pytest-django created, so they see what a `transactional_db` test commits.
@@ -86,6 +87,7 @@ def asgi_server_process(*, workers: int = 1, **env: str) -> Iterator[tuple[str, 
         str(port),
         "--lifespan",
         "off",
+        "--no-proxy-headers",  # as scripts/run and README start it: core.client_address decides
         "--log-level",
         "warning",
         "--workers",
@@ -96,6 +98,42 @@ def asgi_server_process(*, workers: int = 1, **env: str) -> Iterator[tuple[str, 
     try:
         wait_for_http(base_url + "/accounts/login/", process=process)
         yield base_url, process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@contextmanager
+def wsgi_server(**env: str) -> Iterator[str]:
+    """Run granian's WSGI server on config.wsgi:application as README's split layout starts it,
+    on a free port; yields its base URL. Stopped (and reaped) on exit."""
+    port = free_port()
+    command = [
+        *_bin("granian"),
+        "--interface",
+        "wsgi",
+        "config.wsgi:application",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+        "--blocking-threads",
+        "2",
+        "--no-ws",
+        "--log-level",
+        "warning",
+    ]
+    process = subprocess.Popen(command, cwd=ROOT, env=child_env(**env))
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for_http(base_url + "/accounts/login/", process=process)
+        yield base_url
     finally:
         process.terminate()
         try:

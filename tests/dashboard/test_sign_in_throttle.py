@@ -107,3 +107,66 @@ def test_the_admin_sign_in_goes_through_the_throttled_page(db):
     response = Client().get("/admin/login/?next=/admin/")
     assert response.status_code == 302
     assert response["Location"] == f"{reverse('login')}?next=/admin/"
+
+
+# --- The client address (issue 23, defect 3) -------------------------------------------------
+# The per-address count is by core.client_address: the connection's address, unless it is a
+# trusted proxy (SWITCHBOARD_TRUSTED_PROXIES), then the client's from X-Forwarded-For.
+# Real servers: tests/dashboard/test_sign_in_servers.py.
+
+
+def fail_twenty_times(client: Client, forwarded_for) -> list[int]:
+    """Twenty failed sign-ins under twenty names; X-Forwarded-For from forwarded_for(i)."""
+    return [
+        client.post(
+            reverse("login"),
+            {"username": f"nobody-{i}", "password": "wrong"},
+            headers={"X-Forwarded-For": forwarded_for(i)},
+        ).status_code
+        for i in range(20)
+    ]
+
+
+def test_a_direct_client_cannot_name_its_own_address(db, settings):
+    settings.SWITCHBOARD_TRUSTED_PROXIES = ["10.0.0.0/8"]  # a proxy, but not this connection
+    user = make_user()
+    client = Client(REMOTE_ADDR="198.51.100.20")
+    with time_machine.travel(START, tick=False):
+        # A fresh address in the header each time: were it believed, no address would fill up.
+        failures = fail_twenty_times(client, lambda i: f"203.0.113.{i + 1}")
+        locked = client.post(
+            reverse("login"),
+            {"username": user.username, "password": PASSWORD},
+            headers={"X-Forwarded-For": "203.0.113.99"},
+        )
+    assert failures == [200] * 20
+    assert locked.status_code == 429
+    assert "Too many failed sign-ins from your address" in locked.content.decode()
+
+
+def test_clients_behind_a_trusted_proxy_are_counted_apart(db, settings):
+    proxy = new_address()
+    settings.SWITCHBOARD_TRUSTED_PROXIES = [proxy, "192.168.0.0/16"]
+    user = make_user()
+    client = Client(REMOTE_ADDR=proxy)
+    with time_machine.travel(START, tick=False):
+        # Through two proxies (an inner one of 192.168/16), from 198.51.100.30, which also
+        # writes a header of its own into the request, a different one each time.
+        failures = fail_twenty_times(
+            client, lambda i: f"203.0.113.{i + 1}, 198.51.100.30, 192.168.1.1"
+        )
+        locked = client.post(
+            reverse("login"),
+            {"username": user.username, "password": PASSWORD},
+            headers={"X-Forwarded-For": "198.51.100.30, 192.168.1.1"},
+        )
+        other = Client(REMOTE_ADDR=proxy)
+        allowed = other.post(
+            reverse("login"),
+            {"username": user.username, "password": PASSWORD},
+            headers={"X-Forwarded-For": "198.51.100.31, 192.168.1.1"},
+        )
+    assert failures == [200] * 20
+    assert locked.status_code == 429
+    assert allowed.status_code == 302
+    assert signed_in(other)
