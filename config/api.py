@@ -12,6 +12,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, Throttled, ValidationError
 from ninja.openapi.schema import OpenAPISchema
+from ninja.parser import Parser
 from ninja.throttling import BaseThrottle
 
 from core import ratelimit
@@ -21,6 +22,7 @@ from core.models import ApiKey
 from core.outage import OutageLog
 from core.ratelimit import RateBucket
 from core.scopes import ApiKeyAuth
+from core.text import loads_client_json
 from tasks_app.api import SignalGrant
 
 logger = logging.getLogger(__name__)
@@ -105,11 +107,22 @@ class SwitchboardAPI(NinjaAPI):
 _openapi_lock = threading.Lock()
 
 
+class BodyParser(Parser):
+    """JSON bodies, where what Python's parser cannot take (nesting past its recursion limit,
+    an integer past 4,300 digits) is a 422 naming the problem, not ninja's 400 "Cannot parse"
+    for what is valid JSON. ninja wraps whatever the parser raises in that 400; http_error
+    answers the domain error it wraps."""
+
+    def parse_body(self, request: HttpRequest) -> Any:
+        return loads_client_json(request.body, field="body")
+
+
 api = SwitchboardAPI(
     title="Switchboard agent API",
     version="1",
     description="Sessions (append-only event logs) and tasks (workflow state) for AI agents.",
     auth=ApiKeyAuth(),
+    parser=BodyParser(),
     throttle=[ApiKeyRateThrottle()],
     urls_namespace="api",
     docs_url="/docs",
@@ -154,6 +167,8 @@ def throttled(request: HttpRequest, exc: Throttled) -> HttpResponse:
 
 @api.exception_handler(HttpError)
 def http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    if isinstance(exc.__cause__, DomainError):
+        return domain_error(request, exc.__cause__)  # BodyParser's refusal
     codes = {
         400: "bad_request",
         403: "forbidden",

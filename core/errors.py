@@ -46,3 +46,10 @@ class InvalidInput(DomainError):
 class PayloadTooLarge(DomainError):
     status = 413
     code = "payload_too_large"
+
+
+class StoredValueTooDeep(Conflict):
+    """A value stored before nesting was bounded is too deep for the readers (core.text): the
+    read answers this, in the one error shape, instead of failing with a RecursionError."""
+
+    code = "stored_value_too_deep"

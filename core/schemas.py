@@ -51,7 +51,7 @@ class InSchema(Schema):
             return handler(values)
         # The outermost schema checks the raw request once, so the error names the field as
         # the client wrote it ("events[1].content.text"); the schemas nested in it skip it.
-        check_storable(values, field="")
+        check_storable(values, field="", body=True)
         token = _checked_above.set(True)
         try:
             return handler(values)

@@ -32,6 +32,7 @@ from core.storage import (
     server_bound_cursor,
     table,
 )
+from core.text import loads_stored
 from sessions_app.models import Agent, Event, Session, Snapshot
 
 EVENT_FIELDS = (
@@ -532,7 +533,8 @@ def nearest_snapshot_row(
     if row is None:
         return None
     seq, state, facts, summary = row
-    return seq, json.loads(state), json.loads(facts), summary
+    what = f"The snapshot at seq {seq}"
+    return seq, loads_stored(state, what=what), loads_stored(facts, what=what), summary
 
 
 def events_of_kinds(
@@ -550,7 +552,10 @@ def events_of_kinds(
             f" AND kind IN ({', '.join(['%s'] * len(kinds))}) ORDER BY seq",
             [*params, *kinds],
         )
-        return [(seq, kind, json.loads(content)) for seq, kind, content in cursor.fetchall()]
+        return [
+            (seq, kind, loads_stored(content, what=f"The {kind} event at seq {seq}"))
+            for seq, kind, content in cursor.fetchall()
+        ]
 
 
 # --- Exports: their own connection, a slot each, a server-side cursor ----------------------

@@ -18,9 +18,11 @@ from django.core.cache import cache
 from django.db import connection
 from django.utils import timezone
 
+from core.errors import StoredValueTooDeep
 from core.models import Membership, Project
 from core.outage import OutageLog
 from core.pages import role_context
+from core.text import loads_stored
 from handoffs_app.models import Handoff, HandoffStatus
 from handoffs_app.queries import queue_counts
 from retention_app.services.holds import session_hold
@@ -35,7 +37,7 @@ from sessions_app.queries import (
     status_counts,
     waiting_sessions,
 )
-from sessions_app.services.state import FoldedState, state_at
+from sessions_app.services.state import FoldedState, state_or_unreadable
 from tasks_app.queries import TaskAsOf, tasks_as_of, tasks_for_session, tasks_needing_attention
 
 logger = logging.getLogger(__name__)
@@ -409,7 +411,7 @@ def handoff_records(
     )
     records = []
     for row in reversed(page.rows):
-        content = json.loads(row["content_json"]) if row.get("content_json") else {}
+        content, _ = stored_content(row)
         if handoff_id and isinstance(content, dict) and content.get("handoff_id") != handoff_id:
             continue
         records.append(
@@ -522,16 +524,29 @@ def _event_summary(kind: str, content: Any) -> tuple[str, str]:
     return "", text
 
 
+def stored_content(row: dict[str, Any]) -> tuple[Any, str]:
+    """(content, "") of a log row, or ({}, why) when it was stored nested deeper than the page
+    can show (before nesting was bounded): that row says so, the rest of the log is shown."""
+    if not row.get("content_json"):
+        return {}, ""
+    try:
+        return loads_stored(row["content_json"], what=f"The event at seq {row['seq']}"), ""
+    except StoredValueTooDeep as refused:
+        return {}, refused.message
+
+
 def event_view(row: dict[str, Any]) -> EventView:
-    content = json.loads(row["content_json"]) if row.get("content_json") else {}
+    content, unreadable = stored_content(row)
     summary, text = _event_summary(row["kind"], content)
+    if unreadable:
+        summary, text = unreadable, ""
     lines = text.splitlines()
     truncated = len(text) > TEXT_PREVIEW_CHARS or len(lines) > TEXT_PREVIEW_LINES
     preview = text
     if truncated:
         preview = "\n".join(lines[:TEXT_PREVIEW_LINES])[:TEXT_PREVIEW_CHARS].rstrip() + "…"
     # Pretty-printed here, escaped by the template: never marked safe.
-    pretty = json.dumps(content, indent=2, ensure_ascii=False, sort_keys=False)
+    pretty = unreadable or json.dumps(content, indent=2, ensure_ascii=False, sort_keys=False)
     pretty_lines = pretty.count("\n") + 1
     return EventView(
         seq=row["seq"],
@@ -759,10 +774,11 @@ def facts_context(
     session: Session, folded: FoldedState | None = None, moment: Moment | None = None
 ) -> dict[str, Any]:
     """The facts panel: the latest value per key at the head, or at the `moment` shown."""
-    folded = folded or state_at(session, moment.seq if moment else None)
+    folded = folded or state_or_unreadable(session, moment.seq if moment else None)
     return {
         "session": session,
         "facts": fact_views(folded),
+        "facts_unreadable": folded.unreadable,
         "facts_seq": folded.seq,
         "moment": moment,
     }
@@ -772,7 +788,7 @@ def inspector_context(
     session: Session, at_seq: int | None, folded: FoldedState | None = None
 ) -> dict[str, Any]:
     """The working-state inspector at `at_seq` (default: head): state, facts, summary."""
-    folded = folded or state_at(session, at_seq)
+    folded = folded or state_or_unreadable(session, at_seq)
     return {
         "session": session,
         "inspector": {
@@ -783,6 +799,7 @@ def inspector_context(
             "facts": fact_views(folded),
             "summary": folded.summary,
             "content_hash": folded.content_hash,
+            "unreadable": folded.unreadable,
         },
     }
 
@@ -815,7 +832,7 @@ def session_page_context(
     """Everything of the session page that has a past, live or at `moment`: the header, the
     timeline, the facts, the working state and the linked tasks (the log is event_log's)."""
     at = moment.seq if moment else None
-    folded = state_at(session, at)  # shared by the facts panel and the inspector
+    folded = state_or_unreadable(session, at)  # shared by the facts panel and the inspector
     tasks = linked_tasks(session)
     context = session_header_context(session, membership, moment)
     context.update(facts_context(session, folded, moment))

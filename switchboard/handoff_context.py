@@ -26,7 +26,7 @@ from handoffs_app.queries import (
 )
 from sessions_app.models import EventKind, Session
 from sessions_app.queries import slice_events
-from sessions_app.services.state import FoldedState, merge_patch, state_at
+from sessions_app.services.state import FoldedState, merge_patch, state_at, state_or_unreadable
 from switchboard.context import (
     ANSWER_WORDS,
     active_handoff,
@@ -235,7 +235,7 @@ def workspace_context(
     session = handoff.session
     now = timezone.now()
     data = handoff_to_dict(handoff, now=now)
-    folded = folded or state_at(session)
+    folded = folded or state_or_unreadable(session)
     is_holder = (
         handoff.lease_holder_id == user.pk
         and handoff.status
@@ -262,6 +262,7 @@ def workspace_context(
         "taken_over": handoff.status == HandoffStatus.TAKEN_OVER,
         "state_pretty": pretty(folded.state) if folded.state else "",
         "state_json": json.dumps(folded.state, ensure_ascii=False),
+        "state_unreadable": folded.unreadable,
         "summary": folded.summary,
         "facts": fact_views(folded),
         "facts_seq": folded.seq,

@@ -8,6 +8,8 @@ from typing import Any
 
 from django import forms
 
+from core.errors import InvalidInput
+from core.text import check_storable, loads_client_json
 from handoffs_app.models import HandoffKind, HandoffStatus
 from handoffs_app.queries import QueueFilters
 
@@ -59,11 +61,26 @@ class QueueFilterForm(forms.Form):
         )
 
 
+def _storable_json(text: str, what: str) -> Any:
+    """`text` parsed as JSON the services can store (core.text's bounds: nesting, integer size,
+    text), else a ValidationError saying what is wrong. Malformed JSON raises JSONDecodeError."""
+    try:
+        value = loads_client_json(text, field=what)
+        check_storable(value, field="")
+    except InvalidInput as refused:
+        where = refused.detail.get("field")
+        place = f" (at {where})" if where and where != what else ""
+        raise forms.ValidationError(
+            f"{what} holds {refused.detail.get('problem')}{place}; it cannot be stored."
+        ) from None
+    return value
+
+
 def _parse_json_object(text: str, what: str) -> dict[str, Any]:
     if len(text) > MAX_JSON_CHARS:
         raise forms.ValidationError(f"{what} holds at most {MAX_JSON_CHARS} characters.")
     try:
-        value = json.loads(text)
+        value = _storable_json(text, what)
     except json.JSONDecodeError as error:
         raise forms.ValidationError(
             f"{what} is not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})."
@@ -121,14 +138,16 @@ class FactsForm(forms.Form):
     key = forms.CharField(label="Fact", max_length=200, strip=True)
     value = forms.CharField(label="Value", max_length=20_000, strip=True)
 
-    def facts(self) -> dict[str, Any]:
+    def clean_value(self) -> Any:
         """The value as JSON when it parses as JSON (42, true, {"a": 1}), else the text."""
         raw = self.cleaned_data["value"]
         try:
-            value: Any = json.loads(raw)
+            return _storable_json(raw, "The value")
         except json.JSONDecodeError:
-            value = raw
-        return {self.cleaned_data["key"]: value}
+            return raw
+
+    def facts(self) -> dict[str, Any]:
+        return {self.cleaned_data["key"]: self.cleaned_data["value"]}
 
 
 class MessageForm(forms.Form):

@@ -8,6 +8,8 @@ from typing import Any
 
 from django import forms
 
+from core.errors import InvalidInput
+from core.text import loads_client_json
 from retention_app.models import DURATION_FIELDS, OUTCOMES
 
 DAY_SECONDS = 86400
@@ -164,8 +166,8 @@ class AgentOverrideForm(forms.Form):
     def clean_kept(self) -> dict[str, Any]:
         raw = self.cleaned_data.get("kept") or ""
         try:
-            value = json.loads(raw) if raw.strip() else {}
-        except ValueError:
+            value = loads_client_json(raw, field="kept") if raw.strip() else {}
+        except (ValueError, InvalidInput):  # not JSON, or nested past what the parser takes
             value = None
         if not isinstance(value, dict) or any(k not in KEPT_FIELDS for k in value):
             raise forms.ValidationError("the override's other fields were altered; reload")

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from core.actors import Actor
 from core.errors import InvalidInput, PayloadTooLarge
-from core.text import check_storable
+from core.text import MAX_JSON_DEPTH, check_storable, suspect_json_text
 from sessions_app import storage
 from sessions_app.errors import PartialReplay
 from sessions_app.models import WRITABLE_STATUSES, Event, Session, SessionStatus
@@ -121,7 +121,8 @@ def _append_in_one_statement(
 def _contents_storable_within(drafts: Sequence[EventDraft], limit: int) -> bool:
     """True when no draft's content can be unstorable or over `limit`, told by one encoding of
     the whole batch (per event, json.dumps built an encoder each time: a twentieth of a batch
-    of 100's server time). False leaves it to _checked_content_size, event by event, which
+    of 100's server time), and none nests too deep or holds too long an integer (the batch's
+    list is one level more). False leaves it to _checked_content_size, event by event, which
     finds and names the one at fault.
 
     The limit counts ASCII-escaped JSON: a character is at most three times as long escaped
@@ -132,9 +133,13 @@ def _contents_storable_within(drafts: Sequence[EventDraft], limit: int) -> bool:
             [d.content for d in drafts], ensure_ascii=False, separators=(",", ":"), allow_nan=False
         )
         size = len(dumped.encode("utf-8"))  # a lone surrogate fails here
-    except (TypeError, ValueError, UnicodeEncodeError):
+    except (TypeError, ValueError, UnicodeEncodeError, RecursionError):
         return False
-    return "\\u0000" not in dumped and 3 * size <= limit
+    return (
+        "\\u0000" not in dumped
+        and 3 * size <= limit
+        and not suspect_json_text(dumped, MAX_JSON_DEPTH + 1)
+    )
 
 
 def _checked_content_size(content: dict[str, object], position: int) -> int:
@@ -146,8 +151,10 @@ def _checked_content_size(content: dict[str, object], position: int) -> int:
         # append's storage encodes with orjson, which would write it as null).
         dumped = json.dumps(content, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         dumped.encode("utf-8")  # a lone surrogate fails here
-        suspect = "\\u0000" in dumped  # a NUL (or a text spelling its escape: the walk tells)
-    except (TypeError, ValueError, UnicodeEncodeError):
+        # A NUL (or a text spelling its escape), deep nesting or long digits (or digits in a
+        # text): the walk tells.
+        suspect = "\\u0000" in dumped or suspect_json_text(dumped, MAX_JSON_DEPTH)
+    except (TypeError, ValueError, UnicodeEncodeError, RecursionError):
         suspect = True
     if suspect:
         check_storable(content, field="content", index=position)  # raises, naming the field

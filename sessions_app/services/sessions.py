@@ -14,6 +14,7 @@ from core.errors import InvalidInput, NotFound
 from core.models import Project
 from core.services.audit import audit_entry, audit_written, record_audit
 from core.storage import insert_in_one_statement
+from core.text import check_storable_values
 from sessions_app import storage
 from sessions_app.compaction import refuse_inside_compacted
 from sessions_app.models import Agent, Session, SessionStatus
@@ -49,6 +50,7 @@ def open_session(
     """Open a session, or return the project's session with this `external_id` (created=False)."""
     if not agent_name:
         raise InvalidInput("A session needs an agent name.")
+    check_storable_values(metadata=metadata)
     if external_id is not None:
         existing = Session.objects.filter(project=project, external_id=external_id).first()
         if existing is not None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from core.errors import InvalidInput
+from core.errors import InvalidInput, StoredValueTooDeep
 from sessions_app import storage
 from sessions_app.compaction import refuse_inside_compacted
 from sessions_app.models import EventKind, Session, Snapshot
@@ -39,6 +39,9 @@ class FoldedState:
     # key -> {"value": …, "seq": the event that set it}
     facts: dict[str, dict[str, Any]] = field(default_factory=dict)
     summary: str = ""
+    # Why the state at `seq` cannot be shown (state_or_unreadable), or "": state and facts are
+    # then empty, not the state.
+    unreadable: str = ""
 
     def apply(self, seq: int, kind: str, content: Any) -> None:
         if kind == EventKind.STATE:
@@ -111,6 +114,17 @@ def state_at(session: Session, at_seq: int | None = None) -> FoldedState:
     return folded
 
 
+def state_or_unreadable(session: Session, at_seq: int | None = None) -> FoldedState:
+    """state_at for the pages, which show what they can: a fold refused because a value stored
+    before nesting was bounded is too deep to read (StoredValueTooDeep) comes back empty, its
+    `unreadable` saying why, and the rest of the page is shown."""
+    try:
+        return state_at(session, at_seq)
+    except StoredValueTooDeep as refused:
+        seq = session.head_seq if at_seq is None else at_seq
+        return FoldedState(seq=seq, unreadable=refused.message)
+
+
 def take_snapshot(session: Session, at_seq: int, *, reason: str) -> Snapshot:
     """Store the folded state at `at_seq`; returns the existing snapshot if one is there."""
     existing = Snapshot.objects.filter(session=session, seq=at_seq).first()
@@ -138,7 +152,12 @@ def ensure_snapshot(session_id: Any, at_seq: int) -> None:
     session = Session.objects.filter(pk=session_id).first()
     if session is None or at_seq > session.head_seq:
         return
-    take_snapshot(session, at_seq, reason="auto")  # which reads an existing one first
+    try:
+        take_snapshot(session, at_seq, reason="auto")  # which reads an existing one first
+    except StoredValueTooDeep:
+        # A value stored before nesting was bounded: no fold through it, so no snapshot.
+        # The events are committed; the readers answer the refusal themselves.
+        return
 
 
 def ensure_snapshots(session_id: Any, seqs: list[int]) -> None:

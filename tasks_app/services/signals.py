@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from core.actors import Actor
 from core.domain_events import publish
+from core.text import check_storable_values
 
 from ..domain_events import SignalReceived
 from ..errors import InvalidInput
@@ -87,6 +88,7 @@ def deliver_signal(
         raise InvalidInput("A signal name is an identifier.", detail={"signal": name})
     if payload is not None and not isinstance(payload, dict):
         raise InvalidInput("A signal payload must be a JSON object.")
+    check_storable_values(payload=payload, error=error)
     error = normalize_error(error)
     with transaction.atomic():
         locked = lock_task(task.pk)

@@ -11,6 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.actors import Actor
+from core.text import check_storable_values
 from sessions_app.services.sessions import get_or_register_agent
 
 from ..errors import InvalidInput
@@ -64,6 +65,7 @@ def update_step(
             f"A step update's status is one of {', '.join(sorted(UPDATABLE_STATUSES))}.",
             detail={"status": status, "allowed": sorted(UPDATABLE_STATUSES)},
         )
+    check_storable_values(error=error, inputs=inputs, outputs=outputs)
     error = normalize_error(error)
     if status == StepStatus.FAILED and error is None:
         raise InvalidInput('A failed step needs an "error" {type, message, detail}.')

@@ -13,6 +13,7 @@ from core.actors import Actor
 from core.domain_events import publish
 from core.models import Project
 from core.services.audit import record_audit
+from core.text import check_storable_values
 
 from ..domain_events import TaskCreated
 from ..models import HistoryKind, Step, StepStatus, Task
@@ -58,6 +59,7 @@ def create_task(
     UnknownWorkflow (422) and NotFound (a session id outside the project). Writes a `created`
     history row and an audit entry; publishes TaskCreated.
     """
+    check_storable_values(params=params, metadata=metadata)
     definition = resolve_workflow(project, workflow, workflow_version)
     spec = definition.spec
     if external_id is not None:
