@@ -454,7 +454,9 @@ def list_events(request: HttpRequest, session_id: UUID, params: Query[SliceQuery
 @router.get(
     "/sessions/{session_id}/state",
     summary="Working state, facts and summary at a seq",
-    response=responses({200: StateOut}, 404, 410),
+    # 409 stored_value_too_deep: the fold passes a value stored, before nesting was bounded,
+    # deeper than the readers walk (core.text.loads_stored).
+    response=responses({200: StateOut}, 404, 409, 410),
 )
 def read_state(request: HttpRequest, session_id: UUID, at_seq: int | None = None) -> HttpResponse:
     session = request_session(request, session_id)
@@ -464,7 +466,7 @@ def read_state(request: HttpRequest, session_id: UUID, at_seq: int | None = None
 @router.post(
     "/sessions/{session_id}/snapshots",
     summary="Checkpoint the state at head",
-    response=responses({201: SnapshotOut}, 404),
+    response=responses({201: SnapshotOut}, 404, 409),  # 409: as the state's
 )
 def create_snapshot(request: HttpRequest, session_id: UUID) -> HttpResponse:
     session = request_session(request, session_id)
