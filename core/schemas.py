@@ -38,7 +38,15 @@ class InSchema(Schema):
     ninja's Schema reads any value through attribute access (to build schemas from model
     instances), so `"budget": [null, null]` or a bare string validated as an all-defaults
     object and was accepted. A request is JSON: an object is a dict; anything else is refused.
+
+    A field the schema does not declare is refused (422 naming it, `extra_forbidden`), never
+    ignored: a misspelt `expected_head_seq` would otherwise be a write without its check.
+    `extra="forbid"` also puts `additionalProperties: false` in the schema. Free-form parts
+    (`content`, `metadata`, `payload`, `params`, …) are `dict[str, Any]` fields, not schemas,
+    and stay free.
     """
+
+    model_config = ConfigDict(extra="forbid")
 
     @model_validator(mode="wrap")
     @classmethod

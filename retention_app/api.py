@@ -13,7 +13,7 @@ from pydantic import ConfigDict
 from core.actors import Actor
 from core.http import json_response
 from core.models import ApiKey, KeyScope
-from core.schemas import InSchema, OutSchema, responses
+from core.schemas import InSchema, OutSchema, json_int, responses
 from core.scopes import ApiKeyAuth
 from sessions_app.access import get_session_for_key
 
@@ -25,16 +25,19 @@ from .services.preview import preview
 router = Router(tags=["retention"], auth=ApiKeyAuth(KeyScope.ADMIN))
 
 SECONDS = "seconds, or null for never"
+Seconds = json_int()
 
 
 class PolicyFieldsIn(InSchema):
-    close_idle_after: int | None = Field(None, description=SECONDS)
-    close_paused_after: int | None = Field(None, description=SECONDS)
-    archive_closed_after: int | None = Field(None, description=SECONDS)
-    compact_after: int | None = Field(None, description=SECONDS)
-    delete_after: int | None = Field(None, description=SECONDS)
-    outcome_compact_after: int | None = Field(None, description=SECONDS)
-    outcome_delete_after: int | None = Field(None, description=SECONDS)
+    # Whole JSON numbers only: lax parsing read `true` as 1 second and "60" as 60. The service
+    # (services.policies) checks the range and names the field: positive, at most 100 years.
+    close_idle_after: Seconds | None = Field(None, description=SECONDS)
+    close_paused_after: Seconds | None = Field(None, description=SECONDS)
+    archive_closed_after: Seconds | None = Field(None, description=SECONDS)
+    compact_after: Seconds | None = Field(None, description=SECONDS)
+    delete_after: Seconds | None = Field(None, description=SECONDS)
+    outcome_compact_after: Seconds | None = Field(None, description=SECONDS)
+    outcome_delete_after: Seconds | None = Field(None, description=SECONDS)
     keep_outcomes: list[str] | None = Field(None, description="error, handoff, over_budget")
     keep_tags: list[str] | None = Field(None, description="tags in the session's metadata.tags")
 
@@ -60,6 +63,9 @@ class PolicyIn(PolicyFieldsIn):
     )
     agents: dict[str, PolicyFieldsIn] = Field(
         default_factory=dict, description="agent name -> only the fields it overrides"
+    )
+    defaults: bool | None = Field(
+        None, description="ignored (what GET answers), so that its document can be sent back"
     )
 
 
@@ -138,7 +144,7 @@ def _hold_dict(hold: Any) -> dict[str, Any]:
 
 
 def _document(payload: PolicyIn) -> dict[str, Any]:
-    body = payload.model_dump(exclude_unset=True)
+    body = payload.model_dump(exclude_unset=True, exclude={"defaults"})
     body["agents"] = {
         name: fields.model_dump(exclude_unset=True) for name, fields in payload.agents.items()
     }
