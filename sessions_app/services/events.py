@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from core.actors import Actor
 from core.errors import InvalidInput, PayloadTooLarge
-from core.text import MAX_JSON_DEPTH, check_storable, suspect_json_text
+from core.text import MAX_JSON_DEPTH, check_storable, within_bounds
 from sessions_app import storage
 from sessions_app.errors import PartialReplay
 from sessions_app.models import WRITABLE_STATUSES, Event, Session, SessionStatus
@@ -138,7 +138,7 @@ def _contents_storable_within(drafts: Sequence[EventDraft], limit: int) -> bool:
     return (
         "\\u0000" not in dumped
         and 3 * size <= limit
-        and not suspect_json_text(dumped, MAX_JSON_DEPTH + 1)
+        and within_bounds([d.content for d in drafts], MAX_JSON_DEPTH + 1)
     )
 
 
@@ -151,9 +151,8 @@ def _checked_content_size(content: dict[str, object], position: int) -> int:
         # append's storage encodes with orjson, which would write it as null).
         dumped = json.dumps(content, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         dumped.encode("utf-8")  # a lone surrogate fails here
-        # A NUL (or a text spelling its escape), deep nesting or long digits (or digits in a
-        # text): the walk tells.
-        suspect = "\\u0000" in dumped or suspect_json_text(dumped, MAX_JSON_DEPTH)
+        # A NUL (or a text spelling its escape: the walk tells), deep nesting or a long integer.
+        suspect = "\\u0000" in dumped or not within_bounds(content, MAX_JSON_DEPTH)
     except (TypeError, ValueError, UnicodeEncodeError, RecursionError):
         suspect = True
     if suspect:
