@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import skip_unless_ci
 from tests.servers import asgi_server
 
 CHROMIUM = "/usr/bin/chromium"
@@ -27,12 +28,6 @@ def pytest_collection_modifyitems(config, items):
         if Path(str(item.fspath)).is_relative_to(here):
             browser_items.append(item)
             item.add_marker(pytest.mark.browser)
-            if not Path(CHROMIUM).exists():
-                item.add_marker(
-                    pytest.mark.skip(
-                        reason=f"{CHROMIUM} missing: install Debian's chromium (.ci/run does)"
-                    )
-                )
     # Browser tests run last. Once sync Playwright has started (a session fixture), its event
     # loop stays registered as running in the main thread for the rest of the session, and
     # every later async_to_sync() there fails ("cannot use AsyncToSync in the same thread as
@@ -40,6 +35,16 @@ def pytest_collection_modifyitems(config, items):
     if browser_items:
         chosen = set(map(id, browser_items))
         items[:] = [i for i in items if id(i) not in chosen] + browser_items
+
+
+def pytest_runtest_setup(item):
+    """Without Debian's chromium a browser test is skipped with the reason; under CI (CI set)
+    it fails instead: CI installs chromium (.ci/run)."""
+    if not Path(CHROMIUM).exists():
+        skip_unless_ci(
+            f"{CHROMIUM} missing: install Debian's chromium (.ci/run does)",
+            "CI installs chromium (bash .ci/run)",
+        )
 
 
 @pytest.fixture(scope="session")

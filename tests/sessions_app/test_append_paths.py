@@ -10,17 +10,12 @@ the latter: these run the same promises through each path.
 from decimal import Decimal
 
 import pytest
-from django.db import connection
 
 from core.models import AuditEntry
 from sessions_app.models import Event, Session, Snapshot
 from sessions_app.services import events as events_service
 from sessions_app.services.snapshots import drain
 from tests.factories import make_session
-
-pytestmark = pytest.mark.skipif(
-    connection.vendor != "postgresql", reason="the one-statement path is PostgreSQL's"
-)
 
 
 @pytest.fixture

@@ -16,10 +16,6 @@ from sessions_app.services.events import EventDraft, append_events
 from sessions_app.services.sessions import fork_session
 from tests.factories import make_session
 
-pytestmark = pytest.mark.skipif(
-    connection.vendor != "postgresql", reason="the two strategies are PostgreSQL's"
-)
-
 
 def say(session, *texts):
     append_events(
