@@ -9,10 +9,11 @@ request ends, so N waiting agents kept N threads (bench/handoff_longpoll.py).
 So the waiting happens here, and the answering stays with the ninja endpoint
 (handoffs_app.api.read_handoff), which alone renders the handoff's JSON and every error:
 
-1. A request this app cannot simply wait for (not a GET, `wait` absent, 0 or not a whole number
-   in 1..MAX_WAIT, a bad or missing key, a key below the agent scope, a key over its rate limit,
-   another project's or an unknown handoff, a handoff already resolved, the database or cache
-   failing) goes to Django at once, unchanged: the endpoint answers it, in the one error shape.
+1. A request this app cannot simply wait for (not a GET, `wait` absent, 0 or not one the
+   endpoint takes: both read it with handoffs_app.waiting.parse_wait; a bad or missing key, a
+   key below the agent scope, a key over its rate limit, another project's or an unknown
+   handoff, a handoff already resolved, the database or cache failing) goes to Django at once,
+   unchanged: the endpoint answers it, in the one error shape.
 2. Otherwise it waits on the handoff's channel-layer group (handoffs_app.waiting, the view's own
    wait), with the checks and reads run briefly on the event loop's small default executor
    (`thread_sensitive=False`) and the connection given back after each; meanwhile it watches
@@ -46,8 +47,8 @@ from core import metrics, ratelimit
 from core.scopes import DEFAULT_SCOPE, require_key_scope
 from core.services.projects import authenticate_api_key
 from handoffs_app.access import get_handoff_for_key
-from handoffs_app.api import MAX_WAIT, read_state
-from handoffs_app.waiting import wait_for_resolution
+from handoffs_app.api import read_state
+from handoffs_app.waiting import parse_wait, wait_for_resolution
 
 logger = logging.getLogger(__name__)
 
@@ -63,12 +64,15 @@ STARTED_KEY = "switchboard.started"
 
 
 def _wait_seconds(query_string: bytes) -> int | None:
-    """The `wait` this app waits for (the last one given, as Django reads it), or None."""
+    """The `wait` this app waits for (the last one given, as Django reads it, read by the
+    endpoint's own parse_wait), or None: absent, 0, or one the endpoint refuses (422)."""
     values = [v for k, v in parse_qsl(query_string.decode("latin-1"), True) if k == "wait"]
-    if not values or not re.fullmatch(r"[0-9]{1,3}", values[-1]):
+    if not values:
         return None
-    seconds = int(values[-1])
-    return seconds if 1 <= seconds <= MAX_WAIT else None
+    try:
+        return parse_wait(values[-1]) or None
+    except ValueError:
+        return None
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

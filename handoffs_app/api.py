@@ -6,7 +6,7 @@
 """
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 from uuid import UUID
 
 from asgiref.sync import sync_to_async
@@ -14,7 +14,7 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponse
 from ninja import Field, Query, Router
 from ninja.security import HttpBearer
-from pydantic import ConfigDict
+from pydantic import BeforeValidator, ConfigDict
 
 from core.actors import Actor
 from core.http import json_response
@@ -28,11 +28,9 @@ from .models import AGENT_KINDS, HandoffStatus, Priority
 from .queries import handoff_to_dict, list_handoffs
 from .services.handoffs import cancel_handoff, request_handoff
 from .services.validation import MAX_DUE
-from .waiting import wait_for_resolution
+from .waiting import MAX_WAIT, parse_wait, wait_for_resolution
 
 router = Router(tags=["handoffs"])
-
-MAX_WAIT = 60
 
 
 def request_key(request: HttpRequest) -> ApiKey:
@@ -213,7 +211,7 @@ def read_state(api_key: ApiKey, handoff_id: UUID) -> tuple[dict[str, Any], bool]
 async def read_handoff(
     request: HttpRequest,
     handoff_id: UUID,
-    wait: int = Query(
+    wait: Annotated[int, BeforeValidator(parse_wait)] = Query(
         0,
         ge=0,
         le=MAX_WAIT,

@@ -14,6 +14,7 @@ reach this one) or a layer that fails, it polls every POLL_SECONDS instead.
 
 import asyncio
 import logging
+import re
 import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -35,6 +36,29 @@ LAYER_CONCURRENCY = 16
 _gates: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore]" = (
     weakref.WeakKeyDictionary()
 )
+
+
+# The longest `wait` an agent may ask for, in seconds.
+MAX_WAIT = 60
+_DIGITS = re.compile(r"[0-9]{1,9}")
+
+
+def parse_wait(raw: object) -> int:
+    """`?wait=S` as seconds, 0..MAX_WAIT; ValueError otherwise. Only ASCII digits: `+30`, ` 30`
+    (what `?wait=+30` and `?wait=%2030` decode to), `30.0` or `3_0`, which int() or pydantic's
+    lax mode would take, are refused. The one reading of it, by the thread-free router
+    (config/longpoll.py) and by the endpoint (handoffs_app.api.read_handoff): a spelling the
+    endpoint would wait for is always one the router waits for, and the endpoint refuses (422)
+    every other, so no wait is ever held on a server thread."""
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        seconds = raw
+    elif isinstance(raw, str) and _DIGITS.fullmatch(raw):
+        seconds = int(raw)
+    else:
+        seconds = -1
+    if not 0 <= seconds <= MAX_WAIT:
+        raise ValueError(f"wait is a whole number of seconds from 0 to {MAX_WAIT}, in digits")
+    return seconds
 
 
 def _gate() -> asyncio.Semaphore:
