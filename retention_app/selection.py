@@ -147,15 +147,15 @@ def _groups(policies: ProjectPolicies) -> list[tuple[Policy, Q]]:
     return groups
 
 
-def _compact_boundary() -> Any:
+def _compact_boundary(deleted: QuerySet[Session] | None = None) -> Any:
     """Up to the head, but never past the lowest fork point of a fork of this session: a fork's
-    visible history must keep its transient events (see services.compaction)."""
+    visible history must keep its transient events (see services.compaction). Forks among
+    `deleted` no longer count (candidates' `deleted`)."""
+    forks = Session.objects.filter(parent_id=OuterRef("pk"))
+    if deleted is not None:
+        forks = forks.exclude(pk__in=deleted.values("pk"))
     lowest_fork = Subquery(
-        Session.objects.filter(parent_id=OuterRef("pk"))
-        .order_by()
-        .values("parent_id")
-        .annotate(low=Min("fork_seq"))
-        .values("low")[:1],
+        forks.order_by().values("parent_id").annotate(low=Min("fork_seq")).values("low")[:1],
         output_field=IntegerField(),
     )
     return Least(F("head_seq"), Coalesce(lowest_fork, F("head_seq")))
@@ -172,9 +172,15 @@ def candidates(
     now: datetime,
     policies: ProjectPolicies | None = None,
     holds: Holds | None = None,
+    deleted: QuerySet[Session] | None = None,
 ) -> QuerySet[Session]:
     """The sessions `action` applies to at `now`, by the project's policy (with overrides,
-    outcome rules and legal holds). Ordered by the column the rule ages on, oldest first."""
+    outcome rules and legal holds). Ordered by the column the rule ages on, oldest first.
+
+    `deleted` (compact only): sessions to take as gone, for the preview of the compaction that
+    follows a deletion run (the delete rule's candidates): none of them is compacted, and a
+    fork among them no longer bounds its parent's compaction. The jobs never pass it: each
+    selects from the rows as they are."""
     project_id = project.pk if isinstance(project, Project) else project
     policies = policies or project_policies(project_id)
     holds = holds or standing_holds(project_id)
@@ -197,8 +203,10 @@ def candidates(
         # Implied by the boundary filter below; said as the compaction index's condition
         # (sessions_app: session_retention_compact) so PostgreSQL can use it.
         qs = qs.filter(head_seq__gt=F("compacted_through_seq"))
+        if deleted is not None:
+            qs = qs.exclude(pk__in=deleted.values("pk"))
         qs = qs.annotate(
-            _boundary=_compact_boundary(),
+            _boundary=_compact_boundary(deleted),
             _after=Greatest(Coalesce(F("fork_seq"), Value(0)), F("compacted_through_seq")),
         ).filter(_boundary__gt=F("_after"))
     if action == "delete":

@@ -8,7 +8,9 @@ so several workers share the work and none does a session twice. Each session's 
 its own savepoint: one that fails is rolled back alone, recorded in the run's errors, and not
 tried again in this run. The run's counts are updated in the batch's transaction, so they
 commit exactly with the changes they count. Running again changes nothing more (every rule
-selects only what is still due).
+selects only what is still due), but for what the run's own deletions made due: a parent whose
+last fork it deleted is compacted by the compact job that follows and deleted by the next run
+(services.preview counts both so).
 """
 
 import logging
@@ -261,6 +263,12 @@ def run_batch(
                 tally.errors.append(
                     {"session_id": str(session.pk), "action": action, "error": repr(exc)[:500]}
                 )
+        if action == "delete":
+            # A parent whose fork this batch deleted may have no fork left: it waits for the
+            # next run rather than a later batch of this one (which takes it only if it sorts
+            # after the fork), so what a run deletes does not depend on the batch size and is
+            # what the preview counts from the rows as they were (services.preview).
+            skip.update(s.parent_id for s in rows if s.parent_id is not None)
         if run is not None and (tally.examined or tally.errors):
             tally.add_to(run)
     return len(rows), tally

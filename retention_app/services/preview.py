@@ -1,7 +1,9 @@
 """What a retention run would do now under a policy (the saved one, or one being edited):
 counts per rule from the jobs' own selection code (retention_app.selection), a sample of each,
 and the events and bytes compaction and deletion would free, estimated from head seqs and the
-events table's average row size (marked as estimates)."""
+events table's average row size (marked as estimates). Compaction is counted as the compact job
+finds it after the enforce job: without the sessions that deletes, and with their parents
+bounded only by the forks that remain."""
 
 from dataclasses import dataclass
 from datetime import datetime
@@ -60,8 +62,19 @@ def preview(project: Project, policies: ProjectPolicies, *, now: datetime) -> Pr
     events: dict[str, int] = {}
     size: dict[str, int] = {}
     average = storage.average_event_bytes()
+    # The compact job follows the enforce job (the page queues them in that order): what the
+    # enforce job deletes is not compacted, and a parent whose last fork it deletes may be
+    # compacted past that fork's point.
+    deleting = candidates(project, "delete", now=now, policies=policies, holds=holds)
     for action in ACTIONS:
-        qs = candidates(project, action, now=now, policies=policies, holds=holds)
+        qs = candidates(
+            project,
+            action,
+            now=now,
+            policies=policies,
+            holds=holds,
+            deleted=deleting if action == "compact" else None,
+        )
         counts[action] = qs.count()
         samples[action] = [
             {
