@@ -9,8 +9,8 @@ its own savepoint: one that fails is rolled back alone, recorded in the run's er
 tried again in this run. The run's counts are updated in the batch's transaction, so they
 commit exactly with the changes they count. Running again changes nothing more (every rule
 selects only what is still due), but for what the run's own deletions made due: a parent whose
-last fork it deleted is compacted by the compact job that follows, and deleted (if due) by the next run
-(services.preview counts both so).
+last fork it deleted is compacted by the compact job that follows (services.preview counts
+that), and deleted, if due, by the next run.
 """
 
 import logging
