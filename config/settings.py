@@ -9,10 +9,12 @@ settings starts nothing: `bash scripts/run` starts the embedded server.
 import contextlib
 import ipaddress
 import os
+import re
 import secrets
 from pathlib import Path
 
 import dj_database_url
+import redis.connection
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
@@ -76,6 +78,36 @@ def env_networks(name: str) -> list[str]:
                 f"{name}: {item!r} is not an IP address or network ({exc})"
             ) from None
     return networks
+
+
+def channel_layer_prefix(explicit: str, redis_url: str) -> str:
+    """The Redis channel layer's prefix: `explicit` (CHANNEL_LAYER_PREFIX) when set, else one
+    derived from the Redis database number, `switchboard.db<n>.`.
+
+    Redis pub/sub ignores the database number: two deployments sharing one Redis on different
+    databases (their cache, Celery queues and keys apart) would otherwise hear each other's
+    live notices, under the same group names (`project-1-sessions`). Derived from the number,
+    not from the PostgreSQL database's name: every process of one deployment uses the same
+    Redis database (its Celery broker and cache must match), while it may reach PostgreSQL
+    under different names (a pooler's alias), and a prefix that differs between a worker and a
+    server would lose their notices silently.
+    """
+    if explicit:
+        prefix = explicit
+    else:
+        try:
+            db = redis.connection.parse_url(redis_url).get("db") or 0
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"REDIS_URL: {exc}") from None
+        prefix = f"switchboard.db{db}."
+    # It begins every channel name the layer makes (`<prefix>specific.<32 hex>`), and channels
+    # allows ASCII letters, digits, hyphens, underscores and periods, under 100 characters.
+    if not re.fullmatch(r"[A-Za-z0-9._-]{1,50}", prefix):
+        raise ImproperlyConfigured(
+            "CHANNEL_LAYER_PREFIX must be 1 to 50 ASCII letters, digits, '.', '_' or '-', "
+            f"not {prefix!r}"
+        )
+    return prefix
 
 
 def local_secret_key(path: Path) -> str:
@@ -229,7 +261,12 @@ if REDIS_URL:
             # pages, which catch up from the database; nothing needs them kept for a
             # consumer that is not listening.
             "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}]},
+            "CONFIG": {
+                "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
+                # One deployment's channel names apart from another's on the same Redis
+                # (core.realtime's publisher reads it from here too).
+                "prefix": channel_layer_prefix(env_str("CHANNEL_LAYER_PREFIX"), REDIS_URL),
+            },
         }
     }
     # The cache answers in well under a millisecond; its users (the API rate limit, the sign-in

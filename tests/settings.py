@@ -14,9 +14,10 @@ os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/0")
 # ids restart at 1 in every test database, so `project-1` would be everybody's group.
 _RUN = os.environ.get("SWITCHBOARD_TEST_DB", "test_switchboard")
 os.environ.setdefault("CACHE_KEY_PREFIX", f"switchboard-{_RUN}")
+os.environ.setdefault("CHANNEL_LAYER_PREFIX", f"switchboard-{_RUN}")
 
 from config.settings import *  # noqa: E402, F403
-from config.settings import CHANNEL_LAYERS, DATABASES  # noqa: E402
+from config.settings import DATABASES  # noqa: E402
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
@@ -27,9 +28,6 @@ if _test_name:
     DATABASES["default"]["NAME"] = _test_name
 # SWITCHBOARD_TEST_DB lets several suites run side by side on one server.
 DATABASES["default"]["TEST"] = {"NAME": _RUN}
-
-if CHANNEL_LAYERS["default"]["BACKEND"].startswith("channels_redis."):
-    CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = f"switchboard-{_RUN}"
 
 # WhiteNoise warns on every request when STATIC_ROOT is missing (tests never collectstatic).
 STATIC_ROOT.mkdir(exist_ok=True)  # noqa: F405
