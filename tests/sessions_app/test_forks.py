@@ -1,6 +1,7 @@
 """Forks are copy-on-write: a fork's history is the parent's prefix plus its own events."""
 
 import pytest
+from django.db import DataError
 
 from core.actors import Actor
 from core.models import AuditEntry
@@ -216,7 +217,7 @@ def test_a_failing_fork_insert_writes_none_of_its_rows(api, transactional_db, pr
         return message
 
     monkeypatch.setattr(sessions_service, "outbox_message", bad_outbox)
-    with pytest.raises(Exception):  # noqa: B017 - the driver's DataError, whichever class
+    with pytest.raises(DataError, match="value too long"):
         sessions_service.fork_session(parent, at_seq=0, actor=Actor.system("t"))
     assert Session.objects.count() == sessions
     assert AuditEntry.objects.count() == audits
