@@ -1,6 +1,10 @@
-"""The retention page's forms: the policy (durations in days, blank = never), its agent
-overrides (one form per agent: a duration in hours or days, or "never"; a blank one keeps the
-project's value), and a legal hold."""
+"""The retention page's forms: the policy (each duration a number and its unit, blank = never),
+its agent overrides (one form per agent: a duration and its unit, or "never"; a blank one keeps
+the project's value), and a legal hold.
+
+A stored duration is shown in the largest unit it is a whole number of (days, hours, minutes,
+seconds), so the page shows it exactly and saving it unchanged stores the same seconds, whatever
+the API set."""
 
 import json
 from decimal import Decimal
@@ -14,21 +18,42 @@ from retention_app.models import DURATION_FIELDS, OUTCOMES
 
 DAY_SECONDS = 86400
 LABELS = {
-    "close_idle_after": "Close idle sessions after (days)",
-    "close_paused_after": "Close paused sessions without an open handoff after (days)",
-    "archive_closed_after": "Archive closed sessions after (days)",
-    "compact_after": "Compact closed sessions after (days)",
-    "delete_after": "Delete archived sessions after (days)",
-    "outcome_compact_after": "Kept longer: compact after (days)",
-    "outcome_delete_after": "Kept longer: delete after (days)",
+    "close_idle_after": "Close idle sessions after",
+    "close_paused_after": "Close paused sessions without an open handoff after",
+    "archive_closed_after": "Archive closed sessions after",
+    "compact_after": "Compact closed sessions after",
+    "delete_after": "Delete archived sessions after",
+    "outcome_compact_after": "Kept longer: compact after",
+    "outcome_delete_after": "Kept longer: delete after",
 }
+# A duration's units, largest first (_in_unit shows a stored one in the first it divides).
+UNITS = {"days": DAY_SECONDS, "hours": 3600, "minutes": 60, "seconds": 1}
+UNIT_CHOICES = [(unit, unit) for unit in UNITS]
 
 
-def _days(seconds: int) -> str:
-    """Seconds as days, written plainly ("90", "0.5", never "9E+1")."""
-    days = Decimal(seconds) / DAY_SECONDS
-    text = format(days.quantize(Decimal("0.001")), "f").rstrip("0").rstrip(".")
-    return text or "0"
+def _in_unit(seconds: int) -> tuple[str, str]:
+    """Seconds as (number, unit) in the largest unit they are a whole number of: exact, so the
+    form saves back the same seconds."""
+    for unit, size in UNITS.items():
+        if seconds % size == 0:
+            return str(seconds // size), unit
+    raise AssertionError("every whole number of seconds is whole in seconds")
+
+
+def _duration_field(label: str, **kwargs: Any) -> forms.DecimalField:
+    return forms.DecimalField(
+        label=label,
+        required=False,
+        min_value=Decimal("0.001"),
+        # 13 digits: up to 100 years in seconds (services.policies.MAX_SECONDS), 3 decimals.
+        max_digits=13,
+        decimal_places=3,
+        **kwargs,
+    )
+
+
+def _seconds(value: Decimal, unit: str) -> int:
+    return int(value * UNITS[unit])
 
 
 class PolicyForm(forms.Form):
@@ -48,35 +73,40 @@ class PolicyForm(forms.Form):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        for name in reversed(DURATION_FIELDS):
-            self.fields = {
-                name: forms.DecimalField(
-                    label=LABELS[name],
-                    required=False,
-                    min_value=Decimal("0.001"),
-                    max_digits=9,
-                    decimal_places=3,
-                    widget=forms.NumberInput(attrs={"step": "any", "placeholder": "never"}),
-                ),
-                **self.fields,
-            }
+        durations: dict[str, forms.Field] = {}
+        for name in DURATION_FIELDS:
+            durations[name] = _duration_field(
+                LABELS[name],
+                widget=forms.NumberInput(attrs={"step": "any", "placeholder": "never"}),
+            )
+            # Not required: a post without it (an older page, a script) means days.
+            durations[f"{name}_unit"] = forms.ChoiceField(
+                label=f"{LABELS[name]}: unit", choices=UNIT_CHOICES, initial="days", required=False
+            )
+        self.fields = {**durations, **self.fields}
 
     @classmethod
     def for_policy(cls, document: dict[str, Any]) -> "PolicyForm":
-        initial: dict[str, Any] = {
-            name: None if document[name] is None else _days(document[name])
-            for name in DURATION_FIELDS
-        }
+        initial: dict[str, Any] = {}
+        for name in DURATION_FIELDS:
+            if document[name] is not None:
+                initial[name], initial[f"{name}_unit"] = _in_unit(document[name])
         initial["keep_outcomes"] = document["keep_outcomes"]
         initial["keep_tags"] = ", ".join(document["keep_tags"])
         return cls(initial=initial)
+
+    def duration_rows(self) -> list[tuple[forms.BoundField, forms.BoundField]]:
+        """(number, unit) for each duration, in the page's order (the template's grid)."""
+        return [(self[name], self[f"{name}_unit"]) for name in DURATION_FIELDS]
 
     def document(self, agents: dict[str, Any] | None = None) -> dict[str, Any]:
         """The policy as services.policies.save_policy takes it (seconds), with the agent
         overrides given (AgentOverrideFormSet.overrides)."""
         data = self.cleaned_data
         body: dict[str, Any] = {
-            name: None if data.get(name) is None else int(data[name] * DAY_SECONDS)
+            name: None
+            if data.get(name) is None
+            else _seconds(data[name], data.get(f"{name}_unit") or "days")
             for name in DURATION_FIELDS
         }
         body["keep_outcomes"] = [o for o in data.get("keep_outcomes", []) if o in OUTCOMES]
@@ -98,18 +128,9 @@ def human(name: str, value: Any) -> str:
 
 
 # An override's duration: a number and its unit, or "never" (blank number: the project's value).
-UNITS = {"hours": 3600, "days": DAY_SECONDS}
-UNIT_CHOICES = [("days", "days"), ("hours", "hours"), ("never", "never")]
+OVERRIDE_UNIT_CHOICES = [*UNIT_CHOICES, ("never", "never")]
 # An override's other fields (keep_outcomes, keep_tags) are not edited here but kept as they are.
 KEPT_FIELDS = ("keep_outcomes", "keep_tags")
-
-
-def _in_unit(seconds: int) -> tuple[str, str]:
-    """Seconds as (number, unit): whole days as days, anything else as hours."""
-    if seconds % DAY_SECONDS == 0:
-        return str(seconds // DAY_SECONDS), "days"
-    hours = Decimal(seconds) / 3600
-    return format(hours.quantize(Decimal("0.001")), "f").rstrip("0").rstrip(".") or "0", "hours"
 
 
 class AgentOverrideForm(forms.Form):
@@ -128,21 +149,15 @@ class AgentOverrideForm(forms.Form):
         assert isinstance(agent_field, forms.ChoiceField)
         agent_field.choices = [("", "— choose an agent —")] + [(n, n) for n in agents or []]
         for name in DURATION_FIELDS:
-            self.fields[name] = forms.DecimalField(
-                label=LABELS[name].removesuffix(" (days)"),
-                required=False,
-                min_value=Decimal("0.001"),
-                max_digits=9,
-                decimal_places=3,
+            self.fields[name] = _duration_field(
+                LABELS[name],
                 error_messages={
                     "min_value": "must be more than 0 (leave it blank to keep the project's value)"
                 },
                 widget=forms.NumberInput(attrs={"step": "any", "placeholder": "project's"}),
             )
             self.fields[f"{name}_unit"] = forms.ChoiceField(
-                label=f"{LABELS[name].removesuffix(' (days)')}: unit",
-                choices=UNIT_CHOICES,
-                initial="days",
+                label=f"{LABELS[name]}: unit", choices=OVERRIDE_UNIT_CHOICES, initial="days"
             )
 
     @classmethod
@@ -195,7 +210,7 @@ class AgentOverrideForm(forms.Form):
             if unit == "never":
                 out[name] = None
             elif value is not None:
-                out[name] = int(value * UNITS[unit])
+                out[name] = _seconds(value, unit)
         out.update(data.get("kept") or {})
         return out
 

@@ -80,7 +80,7 @@ def _problem_sentence(key: str, problem: str) -> str:
     parts = key.split(".")
     if parts[0] == "agents" and len(parts) >= 3:
         name = ".".join(parts[1:-1])
-        label = LABELS.get(parts[-1], parts[-1]).removesuffix(" (days)")
+        label = LABELS.get(parts[-1], parts[-1])
         return f"Override for {name}: {label}: {problem}"
     if parts[0] == "agents" and len(parts) == 2:
         return f"Override for {parts[1]}: {problem}"

@@ -1,19 +1,24 @@
 """The retention page's agent overrides form: an agent picked from the project's agents, each
-duration in hours or days (or "never"), only the fields filled in apply; add, change and remove
-an override; bad input refused with a friendly error and nothing saved; the preview covers the
-overrides being edited."""
+duration in days, hours, minutes or seconds (or "never"), only the fields filled in apply; add,
+change and remove an override; bad input refused with a friendly error and nothing saved; the
+preview covers the overrides being edited; any duration the API stored shows exactly and saves
+back unchanged."""
 
+import json
 from datetime import timedelta
+from html.parser import HTMLParser
+from urllib.parse import urlencode
 
 import pytest
 import time_machine
 from django.urls import reverse
 from django.utils import timezone
 
+from core.models import KeyScope
 from retention_app.models import DURATION_FIELDS, RetentionPolicy
 from retention_app.services.policies import project_policies, save_policy
 from tests.dashboard.conftest import Team
-from tests.factories import make_session
+from tests.factories import make_api_key, make_session
 from tests.retention.helpers import SYSTEM, append, closed, conversation
 
 pytestmark = pytest.mark.django_db
@@ -196,3 +201,110 @@ def test_a_viewer_reads_the_overrides_in_human_units(team: Team, agents):
     body = page.content.decode()
     assert 'id="policy-form"' not in body
     assert "compact_after: 36 hours; delete_after: never" in body
+
+
+class FormData(HTMLParser):
+    """What a browser submits from the page's policy form, left as the page shows it: each
+    input's value (checked boxes only), each select's selected option (else its first)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.data: list[tuple[str, str]] = []
+        self.inside = self.in_template = False
+        self.select: str | None = None
+        self.first: str | None = None
+        self.chosen = False
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "form":
+            self.inside = a.get("id") == "policy-form"
+        elif tag == "template":
+            self.in_template = True  # the blank form the button copies: not submitted
+        if not self.inside or self.in_template:
+            return
+        if tag == "input" and a.get("name") and a.get("type") != "submit":
+            if a.get("type") != "checkbox" or "checked" in a:
+                self.data.append((a["name"], a.get("value") or ""))
+        elif tag == "select":
+            self.select, self.first, self.chosen = a["name"], None, False
+        elif tag == "option" and self.select:
+            if self.first is None:
+                self.first = a.get("value", "")
+            if "selected" in a:
+                self.data.append((self.select, a.get("value", "")))
+                self.chosen = True
+
+    def handle_endtag(self, tag):
+        if tag == "template":
+            self.in_template = False
+        elif tag == "form":
+            self.inside = False
+        elif tag == "select" and self.select:
+            if not self.chosen:
+                self.data.append((self.select, self.first or ""))
+            self.select = None
+
+
+def test_durations_set_through_the_api_show_exactly_and_save_back_unchanged(
+    team: Team, agents, client
+):
+    """Any whole number of seconds the API stores shows in a unit it is whole in, and saving
+    the page untouched stores the same seconds (an override of 1 second showed as "0 hours",
+    and the save was refused; a project's hour showed as 0.042 days and saved as 3628 s)."""
+    _, secret = make_api_key(team.project, scope=KeyScope.ADMIN)
+    policy = {
+        "close_idle_after": 3600,
+        "close_paused_after": 90,
+        "archive_closed_after": 7 * DAY,
+        "compact_after": 36 * 3600,
+        "delete_after": 100 * DAY + 1,
+        "outcome_compact_after": None,
+        "outcome_delete_after": None,
+        "keep_outcomes": ["error"],
+        "keep_tags": ["vip"],
+        "agents": {
+            "quick": {
+                "close_idle_after": 1,
+                "compact_after": 5000,
+                "archive_closed_after": 120,
+                "delete_after": None,
+            },
+            "slow": {"compact_after": 2 * DAY, "keep_tags": ["gold"]},
+        },
+    }
+    response = client.put(
+        "/api/v1/retention/policy",
+        json.dumps(policy),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {secret}",
+    )
+    assert response.status_code == 200, response.content
+    stored = response.json()
+
+    admin = team.client("admin")
+    page = admin.get(reverse("dashboard:retention", args=[team.project.pk])).content.decode()
+    form = FormData()
+    form.feed(page)
+    shown = dict(form.data)
+    for prefix, name, number, unit in [
+        ("", "close_idle_after", "1", "hours"),
+        ("", "close_paused_after", "90", "seconds"),
+        ("", "compact_after", "36", "hours"),
+        ("", "delete_after", "8640001", "seconds"),
+        ("agents-0-", "close_idle_after", "1", "seconds"),
+        ("agents-0-", "compact_after", "5000", "seconds"),
+        ("agents-0-", "archive_closed_after", "2", "minutes"),
+        ("agents-1-", "compact_after", "2", "days"),
+    ]:
+        assert (shown[f"{prefix}{name}"], shown[f"{prefix}{name}_unit"]) == (number, unit), name
+    assert shown["agents-0-agent"] == "quick" and shown["agents-0-delete_after_unit"] == "never"
+
+    saved = admin.post(
+        reverse("dashboard:retention_policy", args=[team.project.pk]),
+        urlencode([*form.data, ("action", "save")]),
+        content_type="application/x-www-form-urlencoded",
+    )
+    assert saved.status_code == 302, saved.content.decode()[:3000]
+    again = client.get("/api/v1/retention/policy", HTTP_AUTHORIZATION=f"Bearer {secret}").json()
+    assert again == stored
