@@ -96,7 +96,7 @@ def test_probe_csrf():
     tries = 0
     drain()
     state = checksums()
-    for name, url, data in targets:
+    for _, url, data in targets:
         for variant in variants:
             response = forged(variant, url, data)
             tries += 1
