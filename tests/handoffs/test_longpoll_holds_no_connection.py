@@ -14,6 +14,7 @@ from tests.factories import make_api_key, make_session
 from tests.servers import asgi_server
 
 from .helpers import ask
+from .readiness import eventually, group_members
 
 pytestmark = [pytest.mark.slow, pytest.mark.requires_redis("the long-poll's channel layer")]
 
@@ -24,6 +25,7 @@ def test_waiting_long_polls_leave_the_pool_to_others(transactional_db, project):
     _, raw_key = make_api_key(project)
     headers = {"Authorization": f"Bearer {raw_key}"}
     handoffs = [ask(make_session(project)) for _ in range(WAITERS)]
+    ids = [h.pk for h in handoffs]
     target = make_session(project)
     done = []
 
@@ -41,7 +43,11 @@ def test_waiting_long_polls_leave_the_pool_to_others(transactional_db, project):
         thread = threading.Thread(target=waiters, args=(base,))
         started = time.monotonic()
         thread.start()
-        time.sleep(2)  # every long-poll has read its handoff and is waiting
+        # Every long-poll is waiting: its handoff checked, its connection given back, its group
+        # joined (after reading the handoff and the key, just before it reads the row again).
+        eventually(
+            lambda: group_members(ids) == WAITERS, timeout=30, what="every long-poll waiting"
+        )
         with httpx.Client(base_url=base, headers=headers, timeout=10) as client:
             timings = []
             for n in range(10):

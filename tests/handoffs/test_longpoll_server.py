@@ -14,6 +14,7 @@ from tests.factories import make_api_key, make_session
 from tests.servers import asgi_server
 
 from .helpers import ask, operator
+from .readiness import eventually, group_members
 
 pytestmark = [pytest.mark.slow, pytest.mark.requires_redis("the long-poll's wake-up")]
 
@@ -50,7 +51,12 @@ def test_the_long_poll_wakes_within_100ms_of_the_commit(transactional_db, projec
 
             poller = threading.Thread(target=poll)
             poller.start()
-            time.sleep(0.3)  # the poll is waiting
+            # The poll is waiting: in the handoff's group, where the answer's notice will go.
+            eventually(
+                lambda handoff_id=handoff.pk: group_members([handoff_id]) == 1,
+                timeout=10,
+                what="the poll waiting",
+            )
             committed = []
             with transaction.atomic():
                 # Registered first, so it runs first once the COMMIT has returned.

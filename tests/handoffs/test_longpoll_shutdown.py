@@ -17,8 +17,11 @@ from tests.factories import make_api_key, make_session
 from tests.servers import ROOT, _bin, child_env, free_port, wait_for_http
 
 from .helpers import ask
+from .readiness import WAITING, eventually, metric
 
 pytestmark = [pytest.mark.slow]
+
+TOKEN = "metrics-token-for-the-shutdown-test"
 
 
 @pytest.mark.parametrize(
@@ -47,7 +50,11 @@ def test_a_waiting_long_poll_is_answered_when_the_server_stops(
     ]
     with log.open("w") as out:
         server = subprocess.Popen(
-            command, cwd=ROOT, env=child_env(), stdout=out, stderr=subprocess.STDOUT
+            command,
+            cwd=ROOT,
+            env=child_env(SWITCHBOARD_METRICS_TOKEN=TOKEN),
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
     base = f"http://127.0.0.1:{port}"
     got: dict = {}
@@ -68,7 +75,8 @@ def test_a_waiting_long_poll_is_answered_when_the_server_stops(
 
         poller = threading.Thread(target=poll)
         poller.start()
-        time.sleep(1.5)  # the poll is waiting on the handoff
+        # The poll is waiting on the handoff (counted once it watches for the server stopping).
+        eventually(lambda: metric(base, WAITING, TOKEN) == 1, timeout=10, what="the poll waiting")
         assert not got, got
         signalled = time.monotonic()
         server.send_signal(sig)

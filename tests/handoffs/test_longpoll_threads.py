@@ -3,23 +3,21 @@ real uvicorn process (config.asgi: the dispatcher's config.longpoll). Its answer
 come from the ninja endpoint, in the one shape, with the request id and rate-limit headers."""
 
 import asyncio
-import re
 import threading
 import time
 
 import httpx
 import psutil
 import pytest
-import redis
-from django.conf import settings
 
 from core.models import KeyScope
-from handoffs_app.domain_events import handoff_group
 from handoffs_app.services import handoffs as svc
 from tests.factories import make_api_key, make_project, make_session
 from tests.servers import asgi_server_process
 
+from . import readiness
 from .helpers import ask, operator
+from .readiness import eventually, group_members
 
 pytestmark = [pytest.mark.slow, pytest.mark.requires_redis("the long-poll's channel layer")]
 
@@ -28,34 +26,7 @@ TOKEN = "metrics-token-for-the-long-poll-test"
 
 
 def metric(base: str, name: str) -> float:
-    text = httpx.get(
-        base + "/metrics", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10
-    ).text
-    found = re.search(rf"^{re.escape(name)} ([0-9.e+-]+)$", text, re.M)
-    return float(found[1]) if found else 0.0
-
-
-def eventually(predicate, timeout: float) -> float:
-    """Seconds until `predicate()` held (fails after `timeout`)."""
-    started = time.monotonic()
-    while not predicate():
-        assert time.monotonic() - started < timeout, "condition not reached in time"
-        time.sleep(0.05)
-    return time.monotonic() - started
-
-
-def group_members(handoff_ids) -> int:
-    """Subscribers of the handoffs' channel-layer groups (channels-redis pub/sub: a server
-    process subscribes to a group's Redis channel while one of its waits is in it, and leaves
-    it when the last one does; one server process here, one wait per handoff)."""
-    config = settings.CHANNEL_LAYERS["default"]["CONFIG"]
-    prefix = config.get("prefix", "asgi")
-    client = redis.Redis.from_url(config["hosts"][0]["address"])
-    try:
-        names = [f"{prefix}__group__{handoff_group(pk)}" for pk in handoff_ids]
-        return sum(count for _, count in client.pubsub_numsub(*names))
-    finally:
-        client.close()
+    return readiness.metric(base, name, TOKEN)
 
 
 def test_waiting_long_polls_hold_no_thread_and_end_when_the_agent_leaves(transactional_db, project):
