@@ -1,0 +1,57 @@
+"""Opening a session is idempotent by `external_id` (README, DESIGN: "same external_id again →
+the existing session, 200"), also when several OS processes open the same one at the same moment
+(tests.multiproc: spawned interpreters, each with its own connection, released by one barrier).
+
+A racer that misses the existing row in its look-up inserts, and the unique constraint on
+(project, external_id) refuses all but one insert: the losers answer 200 with the winner's
+session (sessions_app.services.sessions.open_session), never an error or a second session.
+Without that handling, three of four rounds here answered a racer 503 (more than one process
+got past the look-up); over ROUNDS rounds a race that never reaches the insert is unlikely.
+(Forks take no external_id: POST /sessions/{id}/fork has none to race.)
+"""
+
+import pytest
+
+from core.models import AuditEntry
+from sessions_app.models import Agent, Session
+from tests.factories import make_api_key
+from tests.multiproc import barrier, run_in_processes
+
+pytestmark = [pytest.mark.slow]
+
+PROCESSES = 4
+ROUNDS = 8
+
+
+def open_each_at_once(raw_key: str, external_ids: list[str]) -> list[tuple[int, object]]:
+    """In a child process: for each external_id, wait for the others, then open it; returns
+    (status, session id), or (status, body) for an answer without one."""
+    from tests.conftest import ApiClient
+
+    client = ApiClient(raw_key)
+    answers = []
+    for external_id in external_ids:
+        barrier().wait()
+        response = client.post("/sessions", {"agent": "racer", "external_id": external_id})
+        body = response.json()
+        answers.append((response.status_code, body.get("id", body)))
+    return answers
+
+
+def test_processes_opening_one_external_id_at_once_share_one_session(transactional_db, project):
+    raw_key = make_api_key(project)[1]
+    external_ids = [f"ticket-{n}" for n in range(ROUNDS)]
+
+    per_process = run_in_processes(open_each_at_once, [(raw_key, external_ids)] * PROCESSES)
+
+    for n, external_id in enumerate(external_ids):
+        answers = [answers[n] for answers in per_process]
+        statuses = sorted(status for status, _ in answers)
+        assert statuses == [200] * (PROCESSES - 1) + [201], (external_id, answers)
+        (session,) = Session.objects.filter(project=project, external_id=external_id)
+        assert {session_id for _, session_id in answers} == {str(session.pk)}
+        opened = AuditEntry.objects.filter(action="session.open", target_id=str(session.pk))
+        assert opened.count() == 1
+    assert Session.objects.filter(project=project).count() == ROUNDS
+    # The agent named for the first time by all of them at once is registered once too.
+    assert Agent.objects.filter(project=project, name="racer").count() == 1

@@ -1,0 +1,62 @@
+"""Creating a task is idempotent by `external_id` (POST /tasks: "the task with this external_id",
+200), also when several OS processes create the same one at the same moment (tests.multiproc:
+spawned interpreters, each with its own connection, released by one barrier).
+
+A racer that misses the existing row in its look-up inserts, and the unique constraint on
+(project, external_id) refuses all but one insert: the losers answer 200 with the winner's task
+and no signal token (tasks_app.services.tasks.create_task), never an error or a second task.
+Over ROUNDS rounds a race that never reaches the insert is unlikely (see
+tests/sessions_app/test_concurrent_open.py).
+"""
+
+import pytest
+
+from core.models import AuditEntry
+from tasks_app.models import HistoryKind, Step, Task, TaskHistory
+from tests.factories import make_api_key
+from tests.multiproc import barrier, run_in_processes
+
+pytestmark = [pytest.mark.slow]
+
+PROCESSES = 4
+ROUNDS = 8
+
+
+def create_each_at_once(raw_key: str, external_ids: list[str]) -> list[tuple[int, object, bool]]:
+    """In a child process: for each external_id, wait for the others, then create the task;
+    returns (status, task id or the body without one, whether a signal token came back)."""
+    from tests.conftest import ApiClient
+
+    client = ApiClient(raw_key)
+    answers = []
+    for external_id in external_ids:
+        barrier().wait()
+        response = client.post(
+            "/tasks", {"workflow": "research_report", "external_id": external_id}
+        )
+        body = response.json()
+        answers.append((response.status_code, body.get("id", body), "signal_token" in body))
+    return answers
+
+
+def test_processes_creating_one_external_id_at_once_share_one_task(transactional_db, project):
+    raw_key = make_api_key(project)[1]
+    external_ids = [f"job-{n}" for n in range(ROUNDS)]
+
+    per_process = run_in_processes(create_each_at_once, [(raw_key, external_ids)] * PROCESSES)
+
+    for n, external_id in enumerate(external_ids):
+        answers = sorted((answers[n] for answers in per_process), key=lambda a: (a[0], a[2]))
+        statuses = [(status, token) for status, _, token in answers]
+        assert statuses == [(200, False)] * (PROCESSES - 1) + [(201, True)], (external_id, answers)
+        (task,) = Task.objects.filter(project=project, external_id=external_id)
+        assert {task_id for _, task_id, _ in answers} == {str(task.pk)}
+        created = TaskHistory.objects.filter(task=task, kind=HistoryKind.CREATED)
+        assert created.count() == 1
+        assert AuditEntry.objects.filter(action="task.create", target_id=str(task.pk)).count() == 1
+        # Only the winner's steps: one set, as the workflow declares them.
+        keys = list(
+            Step.objects.filter(task=task).order_by("position").values_list("key", flat=True)
+        )
+        assert len(keys) == len(set(keys)) > 0
+    assert Task.objects.filter(project=project).count() == ROUNDS
