@@ -1,8 +1,11 @@
 """The agent API (v1): one NinjaAPI, API-key auth, one error shape for every failure."""
 
+import functools
+import inspect
 import logging
 import math
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -12,7 +15,9 @@ from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, Throttled, ValidationError
 from ninja.openapi.schema import OpenAPISchema
+from ninja.operation import Operation
 from ninja.parser import Parser
+from ninja.security import APIKeyQuery
 from ninja.throttling import BaseThrottle
 
 from core import ratelimit
@@ -117,10 +122,82 @@ class BodyParser(Parser):
         return loads_client_json(request.body, field="body")
 
 
+def declared_query_names(operation: Operation) -> frozenset[str]:
+    """The query parameters `operation` takes: those its signature declares (each field of a
+    Query schema, under its alias) and a query-string credential of its own auth (the signal
+    endpoint's `signal_token`). The OpenAPI document lists the same: its parameters and its
+    security schemes `in: query`."""
+    names = {
+        name
+        for model in operation.models
+        if model.__ninja_param_source__ == "query"
+        for name in model.__ninja_flatten_map__
+    }
+    names.update(cb.param_name for cb in operation.auth_callbacks if isinstance(cb, APIKeyQuery))
+    return frozenset(names)
+
+
+UNKNOWN_QUERY_MSG = "Extra inputs are not permitted"  # pydantic's words for a body's extras
+
+
+def _refuse_unknown(request: HttpRequest, known: frozenset[str]) -> None:
+    unknown = [name for name in request.GET if name not in known]
+    if unknown:
+        raise ValidationError(
+            [
+                {"type": "extra_forbidden", "loc": ["query", name], "msg": UNKNOWN_QUERY_MSG}
+                for name in unknown
+            ]
+        )
+
+
+def refuse_unknown_query_parameters(view_func: Callable[..., Any]) -> Callable[..., Any]:
+    """An operation's view, refusing a query parameter the operation does not declare with 422
+    naming it (`extra_forbidden`, as a body's unknown field), never ignoring it: ninja reads
+    only the names it declares, so a misspelt `limt=5` was a page of the default size.
+
+    Every operation gets it (`api.add_decorator(..., mode="operation")`, ninja's hook for
+    this): ninja calls the view after authentication, the rate limit and the validation of the
+    declared parameters and the body, inside its exception handlers. So a bad key is still a
+    401 that says nothing about the parameters (a key below the scope a 403), a bad declared
+    value is reported first, and nothing has changed. Not a Query schema with extra="forbid"
+    (ninja builds it from request.GET filtered to the declared names, and an operation without
+    query parameters has none), not in ApiKeyAuth (the signal endpoint and the long-poll
+    authenticate otherwise).
+
+    The names are those of the operation as its router declared it (`_ninja_operation`): its
+    parameters, and the auth it names itself; a router's or the API's default auth
+    (ApiKeyAuth) is a header. A request without a query string (the append's) costs one
+    dictionary look-up.
+    """
+    known = declared_query_names(view_func._ninja_operation)  # type: ignore[attr-defined]
+
+    if inspect.iscoroutinefunction(view_func):
+
+        @functools.wraps(view_func)
+        async def checked_async(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+            if request.META.get("QUERY_STRING"):
+                _refuse_unknown(request, known)
+            return await view_func(request, *args, **kwargs)
+
+        return checked_async
+
+    @functools.wraps(view_func)
+    def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+        if request.META.get("QUERY_STRING"):
+            _refuse_unknown(request, known)
+        return view_func(request, *args, **kwargs)
+
+    return checked
+
+
 api = SwitchboardAPI(
     title="Switchboard agent API",
     version="1",
-    description="Sessions (append-only event logs) and tasks (workflow state) for AI agents.",
+    description=(
+        "Sessions (append-only event logs) and tasks (workflow state) for AI agents. A body "
+        "field or query parameter an operation does not declare is refused (422)."
+    ),
     auth=ApiKeyAuth(),
     parser=BodyParser(),
     throttle=[ApiKeyRateThrottle()],
@@ -214,6 +291,7 @@ def unexpected(request: HttpRequest, exc: Exception) -> HttpResponse:
     return error_response(500, "internal_error", "Something went wrong on our side.")
 
 
+api.add_decorator(refuse_unknown_query_parameters, mode="operation")
 api.add_router("/", "core.api.router")
 api.add_router("/", "switchboard.api.router")
 api.add_router("/", "sessions_app.api.router")
