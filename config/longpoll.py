@@ -10,10 +10,11 @@ So the waiting happens here, and the answering stays with the ninja endpoint
 (handoffs_app.api.read_handoff), which alone renders the handoff's JSON and every error:
 
 1. A request this app cannot simply wait for (not a GET, `wait` absent, 0 or not one the
-   endpoint takes: both read it with handoffs_app.waiting.parse_wait; a bad or missing key, a
-   key below the agent scope, a key over its rate limit, another project's or an unknown
-   handoff, a handoff already resolved, the database or cache failing) goes to Django at once,
-   unchanged: the endpoint answers it, in the one error shape.
+   endpoint takes: both read it with handoffs_app.waiting.parse_wait; a parameter besides
+   `wait`, which the endpoint refuses; a bad or missing key, a key below the agent scope, a
+   key over its rate limit, another project's or an unknown handoff, a handoff already
+   resolved, the database or cache failing) goes to Django at once, unchanged: the endpoint
+   answers it, in the one error shape.
 2. Otherwise it waits on the handoff's channel-layer group (handoffs_app.waiting, the view's own
    wait), with the checks and reads run briefly on the event loop's small default executor
    (`thread_sensitive=False`) and the connection given back after each; meanwhile it watches
@@ -65,9 +66,11 @@ STARTED_KEY = "switchboard.started"
 
 def _wait_seconds(query_string: bytes) -> int | None:
     """The `wait` this app waits for (the last one given, as Django reads it, read by the
-    endpoint's own parse_wait), or None: absent, 0, or one the endpoint refuses (422)."""
-    values = [v for k, v in parse_qsl(query_string.decode("latin-1"), True) if k == "wait"]
-    if not values:
+    endpoint's own parse_wait), or None: absent, 0, or one the endpoint refuses (422), as it
+    refuses any other parameter (config.api.refuse_unknown_query_parameters)."""
+    pairs = parse_qsl(query_string.decode("latin-1"), True)
+    values = [v for k, v in pairs if k == "wait"]
+    if not values or len(values) < len(pairs):
         return None
     try:
         return parse_wait(values[-1]) or None

@@ -51,6 +51,17 @@ def test_a_spelling_the_endpoint_takes_the_router_waits_for(api, project, raw, s
     assert response.status_code == 200 and response.json()["status"] == "cancelled"
 
 
+def test_a_poll_with_another_parameter_is_refused_at_once_not_after_the_wait(api, project):
+    # The endpoint refuses a parameter it does not declare (config.api); the router must not
+    # first wait the 30 s and then hand it over.
+    handoff = ask(make_session(project))
+    assert _wait_seconds(b"wait=30&bogus=1") is None
+    assert _wait_seconds(b"bogus=1&wait=30") is None
+    response = api.get(f"/handoffs/{handoff.pk}?wait=30&bogus=1")
+    assert response.status_code == 422, response.content
+    assert response.json()["error"]["detail"][0]["loc"] == ["query", "bogus"]
+
+
 POLLS = 100
 
 
