@@ -177,9 +177,7 @@ def test_a_handoff_payload_nested_hundreds_deep_is_a_422(api, project, depth):
     # It answered 500: dataclasses.asdict recursed through it while publishing the domain event.
     session = make_session(project)
     body = (
-        '{"reason":"r","kind":"question","payload":{"question":"q","x":'
-        + nested_text(depth)
-        + "}}"
+        '{"reason":"r","kind":"question","payload":{"question":"q","x":' + nested_text(depth) + "}}"
     )
     response = api.post(f"/sessions/{session.pk}/handoffs", body)
     assert response.status_code == 422, response.content
@@ -237,7 +235,9 @@ def test_the_services_refuse_what_the_api_refuses(project):
     assert Session.objects.filter(project=project).count() == 1
     assert Task.objects.filter(project=project).count() == 1
     assert not TaskSignal.objects.exists() and not Handoff.objects.exists()
-    assert Step.objects.filter(task=task, inputs={}).count() == Step.objects.filter(task=task).count()
+    assert (
+        Step.objects.filter(task=task, inputs={}).count() == Step.objects.filter(task=task).count()
+    )
 
 
 def test_the_refusal_names_a_short_path_whatever_the_keys(project):

@@ -171,9 +171,7 @@ def test_the_session_page_before_the_deep_event_shows_the_state(team, poisoned):
     assert "&quot;stage&quot;: &quot;ok&quot;" in page
 
 
-def test_the_handoff_workspace_shows_the_request_and_says_why_the_state_cannot_be(
-    team, poisoned
-):
+def test_the_handoff_workspace_shows_the_request_and_says_why_the_state_cannot_be(team, poisoned):
     _, handoff = poisoned
     client = team.client("operator")
     url = reverse("dashboard:handoff_detail", args=[handoff.pk])
