@@ -234,11 +234,16 @@ class Event(models.Model):
 
     class Meta:
         constraints = [
-            # Invariant 3: a retried append finds its original instead of writing again.
+            # Invariant 3: a retried append finds its original instead of writing again. Also
+            # the index of reads by key (GET …/events?key=, ?key_prefix=): with the pattern
+            # operator class, `idempotency_key LIKE 'p%'` is a range scan of it whatever the
+            # database's collation (a default-collation B-tree serves only equality), and
+            # equality and uniqueness are the same (migration 0007).
             models.UniqueConstraint(
                 fields=["session", "idempotency_key"],
                 condition=Q(idempotency_key__isnull=False),
                 name="event_unique_idempotency_key",
+                opclasses=["uuid_ops", "varchar_pattern_ops"],
             ),
         ]
         indexes = [
