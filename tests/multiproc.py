@@ -11,6 +11,12 @@ interpreter start-up (about two seconds of CPU per child) once: `pool.run(fn, ar
 has the same contract as `run_in_processes`, and each run's children close their database
 connections when it ends.
 
+`run_behind_lock(pool, fn, args, hold=..., inserting_into=...)` makes a race certain, not likely:
+`hold()` writes (say, the row a unique constraint guards) in a transaction left open on the test's
+connection, the children run, and the transaction commits only once every child waits on a lock
+it holds (pg_stat_activity), so each child's work starts before those rows are visible and ends
+after they are.
+
 The test database is only visible to other processes once rows are committed: use pytest-django's
 `transactional_db` in tests that call this.
 """
@@ -23,10 +29,13 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from queue import Empty
 from typing import Any
 
-from django.db import connection
+import psycopg
+from django.db import connection, transaction
+from django.db.models import Model
 
 # Set in each child: the barrier every child of the run waits on (see `barrier()`).
 _barrier: Any = None
@@ -215,3 +224,67 @@ def run_in_processes(
     """
     with ProcessPool(len(args_per_process), env=env, timeout=timeout) as pool:
         return pool.run(fn, args_per_process)
+
+
+def run_behind_lock[T](
+    pool: ProcessPool,
+    fn: Callable[..., Any],
+    args_per_process: Sequence[tuple[Any, ...]],
+    *,
+    hold: Callable[[], T],
+    inserting_into: type[Model],
+    timeout: float = 30,
+) -> tuple[T, list[Any]]:
+    """Run `hold()` in a transaction on this test's connection, then `pool.run(fn, …)`; commit
+    once all of the pool's processes wait on a lock that transaction holds, each in an INSERT into
+    `inserting_into`'s table. Returns what `hold()` returned and the processes' results.
+
+    Fails (after rolling back and letting the processes finish) if they do not all wait there
+    within `timeout` seconds, or if they finish first: then the test would not test what it says.
+    """
+    with ThreadPoolExecutor(1) as executor:
+        with transaction.atomic():
+            held = hold()
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid()")
+                (holder,) = cursor.fetchone()
+            running = executor.submit(pool.run, fn, args_per_process)
+            _wait_until_blocked(holder, inserting_into, pool.count, running, timeout)
+        return held, running.result()
+
+
+def _wait_until_blocked(
+    holder: int, model: type[Model], count: int, running: Future[Any], timeout: float
+) -> None:
+    """Until `count` backends wait on a lock held by the backend `holder`, each inserting into
+    `model`'s table (seen from a connection of its own: a transaction sees pg_stat_activity as of
+    its first look)."""
+    params = connection.get_connection_params()
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(**params, autocommit=True) as watcher:
+        while True:
+            statements = [
+                query
+                for (query,) in watcher.execute(
+                    "SELECT query FROM pg_stat_activity"
+                    " WHERE wait_event_type = 'Lock' AND %s = ANY(pg_blocking_pids(pid))",
+                    (holder,),
+                )
+            ]
+            inserting = [
+                q for q in statements if q.startswith(f'INSERT INTO "{model._meta.db_table}"')
+            ]
+            if len(inserting) == count:
+                return
+            if running.done():
+                raise AssertionError(
+                    f"the processes finished while {len(inserting)} of {count} waited on the lock: "
+                    f"{running.result()!r}"
+                )
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"after {timeout}s, {len(inserting)} of {count} processes waited on the lock"
+                    f" inserting into {model._meta.db_table}; waiting on it: "
+                    f"{[q[:80] for q in statements]}"
+                )
+            time.sleep(0.02)

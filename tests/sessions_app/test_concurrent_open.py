@@ -7,20 +7,32 @@ A racer that misses the existing row in its look-up inserts, and the unique cons
 session (sessions_app.services.sessions.open_session), never an error or a second session.
 Without that handling, three of four rounds here answered a racer 503 (more than one process
 got past the look-up); over ROUNDS rounds a race that never reaches the insert is unlikely.
+The last test makes it certain: the session is opened in a transaction held open until every
+racer waits on its row (tests.multiproc.run_behind_lock), so all of them miss it in the look-up
+and all of them meet the constraint.
 (Forks take no external_id: POST /sessions/{id}/fork has none to race.)
 """
 
 import pytest
 
+from core.actors import Actor
 from core.models import AuditEntry
 from sessions_app.models import Agent, Session
+from sessions_app.services.sessions import get_or_register_agent, open_session
 from tests.factories import make_api_key
-from tests.multiproc import barrier, run_in_processes
+from tests.multiproc import ProcessPool, barrier, run_behind_lock
 
 pytestmark = [pytest.mark.slow]
 
 PROCESSES = 4
 ROUNDS = 8
+
+
+@pytest.fixture(scope="module")
+def racers(django_db_setup):
+    """The racing processes, started once for the module's tests."""
+    with ProcessPool(PROCESSES) as pool:
+        yield pool
 
 
 def open_each_at_once(raw_key: str, external_ids: list[str]) -> list[tuple[int, object]]:
@@ -38,11 +50,13 @@ def open_each_at_once(raw_key: str, external_ids: list[str]) -> list[tuple[int, 
     return answers
 
 
-def test_processes_opening_one_external_id_at_once_share_one_session(transactional_db, project):
+def test_processes_opening_one_external_id_at_once_share_one_session(
+    transactional_db, project, racers
+):
     raw_key = make_api_key(project)[1]
     external_ids = [f"ticket-{n}" for n in range(ROUNDS)]
 
-    per_process = run_in_processes(open_each_at_once, [(raw_key, external_ids)] * PROCESSES)
+    per_process = racers.run(open_each_at_once, [(raw_key, external_ids)] * PROCESSES)
 
     for n, external_id in enumerate(external_ids):
         answers = [answers[n] for answers in per_process]
@@ -55,3 +69,31 @@ def test_processes_opening_one_external_id_at_once_share_one_session(transaction
     assert Session.objects.filter(project=project).count() == ROUNDS
     # The agent named for the first time by all of them at once is registered once too.
     assert Agent.objects.filter(project=project, name="racer").count() == 1
+
+
+def test_processes_that_all_miss_an_uncommitted_session_answer_with_it_once_committed(
+    transactional_db, project, racers
+):
+    key, raw_key = make_api_key(project)
+    # Registered beforehand, so that the racers wait on the session's row, not on the agent's.
+    get_or_register_agent(project, "racer")
+
+    def open_held() -> Session:
+        session, created = open_session(
+            project, agent_name="racer", actor=Actor.for_key(key), external_id="ticket-held"
+        )
+        assert created
+        return session
+
+    held, per_process = run_behind_lock(
+        racers,
+        open_each_at_once,
+        [(raw_key, ["ticket-held"])] * PROCESSES,
+        hold=open_held,
+        inserting_into=Session,
+    )
+
+    assert per_process == [[(200, str(held.pk))]] * PROCESSES
+    assert list(Session.objects.filter(project=project)) == [held]
+    assert AuditEntry.objects.filter(action="session.open").count() == 1
+    assert Agent.objects.filter(project=project).count() == 1

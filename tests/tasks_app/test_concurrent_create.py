@@ -6,20 +6,31 @@ A racer that misses the existing row in its look-up inserts, and the unique cons
 (project, external_id) refuses all but one insert: the losers answer 200 with the winner's task
 and no signal token (tasks_app.services.tasks.create_task), never an error or a second task.
 Over ROUNDS rounds a race that never reaches the insert is unlikely (see
-tests/sessions_app/test_concurrent_open.py).
+tests/sessions_app/test_concurrent_open.py); the last test makes it certain: the task is created
+in a transaction held open until every racer waits on its row (tests.multiproc.run_behind_lock).
 """
 
 import pytest
 
+from core.actors import Actor
 from core.models import AuditEntry
 from tasks_app.models import HistoryKind, Step, Task, TaskHistory
+from tasks_app.services.tasks import create_task
+from tasks_app.services.workflows import ensure_builtin_workflows
 from tests.factories import make_api_key
-from tests.multiproc import barrier, run_in_processes
+from tests.multiproc import ProcessPool, barrier, run_behind_lock
 
 pytestmark = [pytest.mark.slow]
 
 PROCESSES = 4
 ROUNDS = 8
+
+
+@pytest.fixture(scope="module")
+def racers(django_db_setup):
+    """The racing processes, started once for the module's tests."""
+    with ProcessPool(PROCESSES) as pool:
+        yield pool
 
 
 def create_each_at_once(raw_key: str, external_ids: list[str]) -> list[tuple[int, object, bool]]:
@@ -39,11 +50,13 @@ def create_each_at_once(raw_key: str, external_ids: list[str]) -> list[tuple[int
     return answers
 
 
-def test_processes_creating_one_external_id_at_once_share_one_task(transactional_db, project):
+def test_processes_creating_one_external_id_at_once_share_one_task(
+    transactional_db, project, racers
+):
     raw_key = make_api_key(project)[1]
     external_ids = [f"job-{n}" for n in range(ROUNDS)]
 
-    per_process = run_in_processes(create_each_at_once, [(raw_key, external_ids)] * PROCESSES)
+    per_process = racers.run(create_each_at_once, [(raw_key, external_ids)] * PROCESSES)
 
     for n, external_id in enumerate(external_ids):
         answers = sorted((answers[n] for answers in per_process), key=lambda a: (a[0], a[2]))
@@ -60,3 +73,34 @@ def test_processes_creating_one_external_id_at_once_share_one_task(transactional
         )
         assert len(keys) == len(set(keys)) > 0
     assert Task.objects.filter(project=project).count() == ROUNDS
+
+
+def test_processes_that_all_miss_an_uncommitted_task_answer_with_it_once_committed(
+    transactional_db, project, racers
+):
+    key, raw_key = make_api_key(project)
+    # Registered beforehand, so that the racers wait on the task's row, not on the workflows'.
+    ensure_builtin_workflows()
+
+    def create_held() -> Task:
+        created = create_task(
+            project, workflow="research_report", actor=Actor.for_key(key), external_id="job-held"
+        )
+        assert created.created
+        return created.task
+
+    held, per_process = run_behind_lock(
+        racers,
+        create_each_at_once,
+        [(raw_key, ["job-held"])] * PROCESSES,
+        hold=create_held,
+        inserting_into=Task,
+    )
+
+    assert per_process == [[(200, str(held.pk), False)]] * PROCESSES
+    assert list(Task.objects.filter(project=project)) == [held]
+    assert TaskHistory.objects.filter(task=held, kind=HistoryKind.CREATED).count() == 1
+    assert AuditEntry.objects.filter(action="task.create").count() == 1
+    keys = list(Step.objects.filter(task=held).values_list("key", flat=True))
+    assert len(keys) == len(set(keys)) > 0
+    assert Step.objects.count() == len(keys)
