@@ -1,0 +1,719 @@
+"""AsyncClient: the agent API over httpx.AsyncClient (one pool of keep-alive connections).
+
+This file is the source of the sync Client too: clients/python/unasync.py writes
+_sync_client.py from it (`python clients/python/unasync.py`), and a test fails while the two
+differ. Edit this one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Any, Literal
+
+import httpx
+
+from . import models as m
+from . import operations as ops
+from ._core import (
+    Request,
+    RetryPolicy,
+    build,
+    default_headers,
+    error_from,
+    http_headers,
+    network_error,
+    new_key,
+    read,
+    resolve_config,
+)
+from ._decode import decode
+
+# GET /healthz: the process answers (not an /api/v1 operation, so not in the schema).
+_HEALTHZ = ops.Operation("GET", "/healthz", responses={200: dict[str, Any]})
+
+
+class AsyncExport:
+    """An export being read: `session` is its header line; iterating gives its events, oldest
+    first, as the server streams them."""
+
+    def __init__(self, session: m.ExportedSession, lines: AsyncIterator[str]) -> None:
+        self.session = session
+        self._lines = lines
+
+    def __aiter__(self) -> AsyncIterator[m.Event]:
+        return self._events()
+
+    async def _events(self) -> AsyncIterator[m.Event]:
+        async for line in self._lines:
+            if line:
+                yield decode(m.Event, json.loads(line))
+
+
+class AsyncClient:
+    """The Switchboard agent API.
+
+    `url` (the server, e.g. http://localhost:8000) and `api_key` default to SWITCHBOARD_URL and
+    SWITCHBOARD_API_KEY. Connections are kept alive and reused; close the client when done
+    (`async with AsyncClient() as sb: ...`).
+
+    Failures raise SwitchboardError subclasses (errors.py). Connection failures, 429 and 503
+    are retried by `retry` (a RetryPolicy: 3 retries, Retry-After honoured, else exponential
+    backoff with full jitter); a request that may have been processed when its connection broke
+    is sent again only when that is safe: appends (every event carries an idempotency key, made
+    here when not given), handoff requests and signals (a key made here too), opens and forks
+    with an external_id, and GET/PUT/DELETE.
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: float = 30.0,
+        retry: RetryPolicy | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        httpx_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.url, api_key = resolve_config(url, api_key)
+        self.retry = retry or RetryPolicy()
+        self.timeout = timeout
+        self._http = httpx.AsyncClient(
+            headers=default_headers(api_key),
+            timeout=timeout,
+            transport=transport,
+            **(httpx_options or {}),
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    # --- Sending -----------------------------------------------------------------------------
+
+    async def _send(self, request: Request, *, stream: bool = False) -> httpx.Response:
+        """The answer to `request`, after the retries the policy allows. An error answer is
+        returned read (the caller raises it); a stream's success is returned unread."""
+        attempt = 0
+        while True:
+            outgoing = self._http.build_request(
+                request.operation.method,
+                self.url + request.url,
+                params=request.params,
+                content=request.content,
+                headers=http_headers(request),
+                timeout=request.timeout if request.timeout is not None else self.timeout,
+            )
+            try:
+                response = await self._http.send(outgoing, stream=stream)
+                if stream and response.status_code >= 400:
+                    await response.aread()
+                    await response.aclose()
+            except httpx.TransportError as error:
+                delay = self.retry.after_error(attempt, error, request)
+                if delay is None:
+                    raise network_error(error, request) from error
+            else:
+                delay = self.retry.after_response(attempt, response)
+                if delay is None:
+                    return response
+            attempt += 1
+            await asyncio.sleep(delay)
+
+    async def _call(self, request: Request) -> Any:
+        return read(request, await self._send(request))
+
+    # --- Project -----------------------------------------------------------------------------
+
+    async def health(self) -> dict[str, Any]:
+        """GET /healthz: `{"status": "ok"}` when the server answers."""
+        request = Request(_HEALTHZ, "/healthz", (), None, idempotent=True)
+        result: dict[str, Any] = await self._call(request)
+        return result
+
+    async def project(self) -> m.Project:
+        """The key's project (and the key's scope)."""
+        result: m.Project = await self._call(build(ops.PROJECT_READ))
+        return result
+
+    async def rename_project(self, name: str) -> m.Project:
+        """PATCH /project (admin-scoped keys)."""
+        result: m.Project = await self._call(build(ops.PROJECT_UPDATE, body={"name": name}))
+        return result
+
+    # --- Sessions ----------------------------------------------------------------------------
+
+    async def open_session(
+        self,
+        agent: str,
+        *,
+        external_id: str | None = None,
+        title: str | None = None,
+        metadata: m.JsonObject | None = None,
+        budget: m.BudgetIn | None = None,
+        task_ids: Sequence[str] | None = None,
+    ) -> m.SessionWithTasks:
+        """Open a session; with `external_id`, the project's session of that id if there is
+        one (then safe to retry)."""
+        body: dict[str, Any] = {
+            "agent": agent,
+            "external_id": external_id,
+            "title": title,
+            "metadata": metadata,
+            "budget": budget,
+            "task_ids": list(task_ids) if task_ids is not None else None,
+        }
+        request = build(ops.SESSION_OPEN, body=body, idempotent=external_id is not None)
+        result: m.SessionWithTasks = await self._call(request)
+        return result
+
+    async def get_session(self, session_id: str) -> m.SessionWithTasks:
+        result: m.SessionWithTasks = await self._call(
+            build(ops.SESSION_READ, {"session_id": session_id})
+        )
+        return result
+
+    async def list_sessions(
+        self,
+        *,
+        status: Sequence[m.SessionStatus] | None = None,
+        agent: str | None = None,
+        q: str | None = None,
+        external_id: str | None = None,
+        metadata: Mapping[str, str | int | float | bool | None] | None = None,
+        has_pending_handoff: bool | None = None,
+        include_state: bool = False,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        updated_after: datetime | None = None,
+        updated_before: datetime | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> m.SessionPage:
+        """One page of the project's sessions, newest first; the filters AND together.
+
+        `external_id`: a look-up that never opens one. `metadata`: top-level keys and the values
+        they must hold (`{"tier": "gold", "priority": 3}`). `include_state`: each session also
+        carries its working state and facts at head (`state`, `facts`, `state_error`).
+        """
+        query: dict[str, Any] = {
+            "status": status,
+            "agent": agent,
+            "q": q,
+            "external_id": external_id,
+            "has_pending_handoff": has_pending_handoff,
+            "include": "state" if include_state else None,
+            "created_after": created_after,
+            "created_before": created_before,
+            "updated_after": updated_after,
+            "updated_before": updated_before,
+            "cursor": cursor,
+            "limit": limit,
+        }
+        for name, value in (metadata or {}).items():
+            query["metadata." + name] = _metadata_value(value)
+        result: m.SessionPage = await self._call(build(ops.SESSION_LIST, query=query))
+        return result
+
+    async def iter_sessions(self, **filters: Any) -> AsyncIterator[m.SessionListItem]:
+        """Every session list_sessions(**filters) finds, page after page."""
+        cursor = filters.pop("cursor", None)
+        while True:
+            page = await self.list_sessions(cursor=cursor, **filters)
+            for session in page.sessions:
+                yield session
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    async def find_session(
+        self, external_id: str, *, include_state: bool = False
+    ) -> m.SessionListItem | None:
+        """The project's session with this external_id, or None (nothing is opened)."""
+        page = await self.list_sessions(
+            external_id=external_id, include_state=include_state, limit=1
+        )
+        return page.sessions[0] if page.sessions else None
+
+    async def delete_session(
+        self, session_id: str, *, with_forks: bool = False
+    ) -> m.SessionDeleted:
+        """Delete a session whole (its external_id is free again); with_forks: its forks too."""
+        request = build(
+            ops.SESSION_DELETE,
+            {"session_id": session_id},
+            query={"with_forks": True if with_forks else None},
+        )
+        result: m.SessionDeleted = await self._call(request)
+        return result
+
+    # --- Events, state, snapshots, forks, lifecycle ----------------------------------------------
+
+    async def append(
+        self,
+        session_id: str,
+        events: Sequence[m.EventIn],
+        *,
+        expected_head_seq: int | None = None,
+    ) -> m.AppendResult:
+        """Append a batch, in order; the answer has each event's seq. Every event goes with an
+        idempotency key (a random one when it has none), so a retried batch writes once."""
+        keyed = [
+            event if event.get("idempotency_key") else {**event, "idempotency_key": new_key()}
+            for event in events
+        ]
+        body: dict[str, Any] = {"events": keyed, "expected_head_seq": expected_head_seq}
+        request = build(ops.EVENTS_APPEND, {"session_id": session_id}, body=body, idempotent=True)
+        result: m.AppendResult = await self._call(request)
+        return result
+
+    async def events(
+        self,
+        session_id: str,
+        *,
+        after_seq: int | None = None,
+        before_seq: int | None = None,
+        limit: int | None = None,
+        kind: Sequence[str] | None = None,
+        tier: m.Tier | None = None,
+        order: Literal["asc", "desc"] | None = None,
+        key: Sequence[str] | None = None,
+        key_prefix: str | None = None,
+    ) -> m.EventSlice:
+        """A slice of the log (a fork's includes its parent's prefix). `key`: only the events
+        with these idempotency keys; `key_prefix`: those whose key starts with it."""
+        query = {
+            "after_seq": after_seq,
+            "before_seq": before_seq,
+            "limit": limit,
+            "kind": kind,
+            "tier": tier,
+            "order": order,
+            "key": key,
+            "key_prefix": key_prefix,
+        }
+        request = build(ops.EVENTS_SLICE, {"session_id": session_id}, query=query)
+        result: m.EventSlice = await self._call(request)
+        return result
+
+    async def iter_events(
+        self,
+        session_id: str,
+        *,
+        after_seq: int = 0,
+        kind: Sequence[str] | None = None,
+        tier: m.Tier | None = None,
+        page_size: int = 1000,
+    ) -> AsyncIterator[m.Event]:
+        """Every event after `after_seq`, oldest first, a slice at a time."""
+        while True:
+            page = await self.events(
+                session_id, after_seq=after_seq, limit=page_size, kind=kind, tier=tier
+            )
+            for event in page.events:
+                yield event
+            if not page.has_more or not page.events:
+                return
+            after_seq = page.events[-1].seq
+
+    async def state(self, session_id: str, *, at_seq: int | None = None) -> m.State:
+        """Working state, facts and summary at `at_seq` (default: head)."""
+        request = build(ops.STATE_READ, {"session_id": session_id}, query={"at_seq": at_seq})
+        result: m.State = await self._call(request)
+        return result
+
+    async def snapshot(self, session_id: str) -> m.Snapshot:
+        """Checkpoint the state at head."""
+        result: m.Snapshot = await self._call(
+            build(ops.SNAPSHOT_CREATE, {"session_id": session_id})
+        )
+        return result
+
+    async def fork(
+        self,
+        session_id: str,
+        at_seq: int,
+        *,
+        external_id: str | None = None,
+        title: str | None = None,
+        metadata: m.JsonObject | None = None,
+    ) -> m.Session:
+        """A new session whose history is this one's up to at_seq (rewind: an earlier seq).
+        With `external_id` the same fork asked for again is the first one (safe to retry)."""
+        body: dict[str, Any] = {
+            "at_seq": at_seq,
+            "external_id": external_id,
+            "title": title,
+            "metadata": metadata,
+        }
+        request = build(
+            ops.SESSION_FORK,
+            {"session_id": session_id},
+            body=body,
+            idempotent=external_id is not None,
+        )
+        result: m.Session = await self._call(request)
+        return result
+
+    async def pause_session(self, session_id: str, reason: str = "") -> m.Session:
+        return await self._lifecycle(ops.SESSION_PAUSE, session_id, reason)
+
+    async def resume_session(self, session_id: str, reason: str = "") -> m.Session:
+        return await self._lifecycle(ops.SESSION_RESUME, session_id, reason)
+
+    async def close_session(self, session_id: str, reason: str = "") -> m.Session:
+        return await self._lifecycle(ops.SESSION_CLOSE, session_id, reason)
+
+    async def _lifecycle(self, operation: ops.Operation, session_id: str, reason: str) -> m.Session:
+        body: m.ReasonIn = {"reason": reason}
+        result: m.Session = await self._call(
+            build(operation, {"session_id": session_id}, body=body)
+        )
+        return result
+
+    @asynccontextmanager
+    async def export(self, session_id: str) -> AsyncIterator[AsyncExport]:
+        """The whole log as the server streams it (JSON Lines), read as it arrives:
+
+            async with client.export(session_id) as export:
+                export.session          # the header: id, title, agent, lineage, head_seq, usage
+                async for event in export: ...
+
+        Opening is retried as any call (a project's concurrent exports are limited: 429
+        export_busy with Retry-After); a stream broken mid-way raises NetworkError.
+        """
+        request = build(ops.SESSION_EXPORT, {"session_id": session_id})
+        response = await self._send(request, stream=True)
+        if response.status_code >= 400:
+            raise error_from(response)
+        try:
+            lines = response.aiter_lines()
+            try:
+                first = await anext(lines)
+                header = decode(m.ExportHeader, json.loads(first))
+                yield AsyncExport(header.session, lines)
+            except httpx.TransportError as error:
+                raise network_error(error, request) from error
+        finally:
+            await response.aclose()
+
+    async def session_tasks(self, session_id: str) -> list[m.Task]:
+        """The tasks linked to a session."""
+        result: m.SessionTasks = await self._call(
+            build(ops.SESSION_TASKS, {"session_id": session_id})
+        )
+        return result.tasks
+
+    # --- Tasks and workflows -----------------------------------------------------------------
+
+    async def create_task(
+        self,
+        workflow: str,
+        *,
+        params: m.JsonObject | None = None,
+        metadata: m.JsonObject | None = None,
+        session_ids: Sequence[str] | None = None,
+        external_id: str | None = None,
+        workflow_version: int | None = None,
+    ) -> m.TaskWithSessions:
+        """Start a task of `workflow`: a CreatedTask (with its signal_token, shown once) when
+        new; with an external_id already used, that task (safe to retry)."""
+        body: dict[str, Any] = {
+            "workflow": workflow,
+            "workflow_version": workflow_version,
+            "params": params,
+            "metadata": metadata,
+            "session_ids": list(session_ids) if session_ids is not None else None,
+            "external_id": external_id,
+        }
+        request = build(ops.TASK_CREATE, body=body, idempotent=external_id is not None)
+        result: m.TaskWithSessions = await self._call(request)
+        return result
+
+    async def list_tasks(
+        self,
+        *,
+        workflow: str | None = None,
+        state: Sequence[str] | None = None,
+        step_status: Sequence[m.StepStatus] | None = None,
+        session_id: str | None = None,
+        external_id: str | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> m.TaskPage:
+        query = {
+            "workflow": workflow,
+            "state": state,
+            "step_status": step_status,
+            "session": session_id,
+            "external_id": external_id,
+            "cursor": cursor,
+            "limit": limit,
+        }
+        result: m.TaskPage = await self._call(build(ops.TASK_LIST, query=query))
+        return result
+
+    async def get_task(self, task_id: str, *, history_limit: int | None = None) -> m.TaskDetail:
+        request = build(ops.TASK_READ, {"task_id": task_id}, query={"history_limit": history_limit})
+        result: m.TaskDetail = await self._call(request)
+        return result
+
+    async def task_history(
+        self,
+        task_id: str,
+        *,
+        after_id: int | None = None,
+        step: str | None = None,
+        limit: int | None = None,
+    ) -> m.HistoryPage:
+        query = {"after_id": after_id, "step": step, "limit": limit}
+        request = build(ops.TASK_HISTORY, {"task_id": task_id}, query=query)
+        result: m.HistoryPage = await self._call(request)
+        return result
+
+    async def transition(
+        self,
+        task_id: str,
+        to: str | None = None,
+        *,
+        transition: str | None = None,
+        expected_version: int | None = None,
+        reason: str = "",
+    ) -> m.Task:
+        """Move the task to state `to` (or by the named `transition`), checked against its
+        workflow; with expected_version, 409 if the task changed meanwhile."""
+        body: m.TransitionIn = {
+            "to": to,
+            "transition": transition,
+            "expected_version": expected_version,
+            "reason": reason,
+        }
+        result: m.Task = await self._call(
+            build(ops.TASK_TRANSITION, {"task_id": task_id}, body=body)
+        )
+        return result
+
+    async def get_step(self, task_id: str, key: str) -> m.StepDetail:
+        result: m.StepDetail = await self._call(
+            build(ops.STEP_READ, {"task_id": task_id, "key": key})
+        )
+        return result
+
+    async def update_step(
+        self,
+        task_id: str,
+        key: str,
+        status: Literal["running", "waiting", "succeeded", "failed", "skipped"],
+        *,
+        attempt: int | None = None,
+        error: m.StepErrorIn | None = None,
+        inputs: m.JsonObject | None = None,
+        outputs: m.JsonObject | None = None,
+        branch: str | None = None,
+        waiting_on: m.WaitIn | None = None,
+        agent: str | None = None,
+        expected_version: int | None = None,
+        reason: str | None = None,
+    ) -> m.StepUpdate:
+        """Report a step: its status and attempt, error, inputs, outputs, branch taken, or the
+        signal it waits on."""
+        body: dict[str, Any] = {
+            "status": status,
+            "attempt": attempt,
+            "error": error,
+            "inputs": inputs,
+            "outputs": outputs,
+            "branch": branch,
+            "waiting_on": waiting_on,
+            "agent": agent,
+            "expected_version": expected_version,
+            "reason": reason,
+        }
+        request = build(ops.STEP_UPDATE, {"task_id": task_id, "key": key}, body=body)
+        result: m.StepUpdate = await self._call(request)
+        return result
+
+    async def signal(
+        self,
+        task_id: str,
+        name: str,
+        *,
+        payload: m.JsonObject | None = None,
+        error: m.StepErrorIn | None = None,
+        idempotency_key: str | None = None,
+    ) -> m.SignalResult:
+        """An external dependency reports in; resolves the steps waiting on `name`. Sent with an
+        idempotency key (a random one unless given), so a retry is recorded once."""
+        body: dict[str, Any] = {
+            "payload": payload,
+            "error": error,
+            "idempotency_key": idempotency_key or new_key(),
+        }
+        request = build(
+            ops.TASK_SIGNAL, {"task_id": task_id, "name": name}, body=body, idempotent=True
+        )
+        result: m.SignalResult = await self._call(request)
+        return result
+
+    async def task_sessions(self, task_id: str) -> list[m.TaskSession]:
+        result: m.TaskSessions = await self._call(build(ops.TASK_SESSIONS, {"task_id": task_id}))
+        return result.sessions
+
+    async def link_sessions(self, task_id: str, session_ids: Sequence[str]) -> m.LinkResult:
+        body: m.LinkIn = {"session_ids": list(session_ids)}
+        result: m.LinkResult = await self._call(
+            build(ops.TASK_LINK, {"task_id": task_id}, body=body)
+        )
+        return result
+
+    async def unlink_session(self, task_id: str, session_id: str) -> m.UnlinkResult:
+        request = build(ops.TASK_UNLINK, {"task_id": task_id, "session_id": session_id})
+        result: m.UnlinkResult = await self._call(request)
+        return result
+
+    async def register_workflow(self, definition: m.WorkflowIn) -> m.Workflow:
+        """Register a workflow (states, transitions, steps); the same definition again is the
+        version registered."""
+        result: m.Workflow = await self._call(build(ops.WORKFLOW_REGISTER, body=definition))
+        return result
+
+    async def list_workflows(self, *, name: str | None = None) -> list[m.Workflow]:
+        result: m.WorkflowList = await self._call(build(ops.WORKFLOW_LIST, query={"name": name}))
+        return result.workflows
+
+    async def get_workflow(self, name: str, *, version: int | None = None) -> m.Workflow:
+        request = build(ops.WORKFLOW_READ, {"name": name}, query={"version": version})
+        result: m.Workflow = await self._call(request)
+        return result
+
+    # --- Handoffs ----------------------------------------------------------------------------
+
+    async def request_handoff(
+        self,
+        session_id: str,
+        kind: m.HandoffKind,
+        *,
+        reason: str | None = None,
+        payload: m.JsonObject | None = None,
+        priority: m.Priority | None = None,
+        due_in: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> m.Handoff:
+        """Ask for a person (the session pauses). Sent with an idempotency key (a random one
+        unless given): a retry answers the request made first."""
+        body: dict[str, Any] = {
+            "kind": kind,
+            "reason": reason,
+            "payload": payload,
+            "priority": priority,
+            "due_in": due_in,
+            "idempotency_key": idempotency_key or new_key(),
+        }
+        request = build(ops.HANDOFF_ASK, {"session_id": session_id}, body=body, idempotent=True)
+        result: m.Handoff = await self._call(request)
+        return result
+
+    async def get_handoff(self, handoff_id: str, *, wait: int = 0) -> m.Handoff:
+        """The handoff; with `wait` (seconds, at most 60), the server holds the answer until it
+        has an outcome or the time is up."""
+        request = build(
+            ops.HANDOFF_READ,
+            {"handoff_id": handoff_id},
+            query={"wait": wait or None},
+            timeout=self.timeout + wait,
+        )
+        result: m.Handoff = await self._call(request)
+        return result
+
+    async def wait_handoff(
+        self, handoff_id: str, *, timeout: float | None = None, poll: int = 30
+    ) -> m.Handoff:
+        """Long-poll until the handoff has its outcome (answered, taken over, handed back,
+        closed, cancelled, expired) or `timeout` seconds have passed (None: no limit); returns
+        it as last read (check `.resolved`). Each poll waits up to `poll` seconds (at most 60)."""
+        poll = max(1, min(poll, 60))
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            wait = poll
+            if deadline is not None:
+                wait = min(poll, max(0, math.ceil(deadline - time.monotonic())))
+            started = time.monotonic()
+            handoff = await self.get_handoff(handoff_id, wait=wait)
+            if handoff.resolved or (deadline is not None and time.monotonic() >= deadline):
+                return handoff
+            if time.monotonic() - started < wait / 2:
+                # Answered early with no outcome (a server stopping): do not spin.
+                await asyncio.sleep(min(1.0, wait / 2))
+
+    async def cancel_handoff(self, handoff_id: str, reason: str = "") -> m.Handoff:
+        """Withdraw the request (while nobody has answered)."""
+        body: m.CancelIn = {"reason": reason}
+        result: m.Handoff = await self._call(
+            build(ops.HANDOFF_CANCEL, {"handoff_id": handoff_id}, body=body)
+        )
+        return result
+
+    async def list_handoffs(
+        self,
+        *,
+        status: Sequence[m.HandoffStatus] | None = None,
+        session_id: str | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> m.HandoffPage:
+        query = {"status": status, "session_id": session_id, "cursor": cursor, "limit": limit}
+        result: m.HandoffPage = await self._call(build(ops.HANDOFF_LIST, query=query))
+        return result
+
+    # --- Retention and holds (admin-scoped keys) -----------------------------------------------
+
+    async def retention_policy(self) -> m.RetentionPolicy:
+        result: m.RetentionPolicy = await self._call(build(ops.RETENTION_POLICY_READ))
+        return result
+
+    async def set_retention_policy(self, policy: m.PolicyIn) -> m.RetentionPolicy:
+        """Replace the policy: every field (seconds; None: never); `agents`: their overrides."""
+        request = build(ops.RETENTION_POLICY_UPDATE, body=policy)
+        result: m.RetentionPolicy = await self._call(request)
+        return result
+
+    async def retention_preview(self) -> m.RetentionPreview:
+        """What a retention run would do now under the saved policy."""
+        result: m.RetentionPreview = await self._call(build(ops.RETENTION_PREVIEW))
+        return result
+
+    async def retention_runs(self, *, limit: int | None = None) -> list[m.RetentionRun]:
+        """The project's retention runs, newest first."""
+        result: m.RetentionRuns = await self._call(
+            build(ops.RETENTION_RUNS, query={"limit": limit})
+        )
+        return result.runs
+
+    async def hold_session(self, session_id: str, reason: str) -> m.Hold:
+        """Place a legal hold on a session: no compaction, no deletion."""
+        body: m.HoldIn = {"reason": reason}
+        result: m.Hold = await self._call(
+            build(ops.HOLD_PLACE, {"session_id": session_id}, body=body)
+        )
+        return result
+
+    async def release_hold(self, session_id: str) -> m.Hold:
+        result: m.Hold = await self._call(build(ops.HOLD_RELEASE, {"session_id": session_id}))
+        return result
+
+
+def _metadata_value(value: str | int | float | bool | None) -> str:
+    """A metadata filter's value as the query spells it: JSON for true, false, null."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    return str(value)

@@ -1,0 +1,262 @@
+"""What the sync and async clients share: configuration, building a request from an Operation,
+the retry policy, and reading answers and errors. No I/O here."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from email.utils import parsedate_to_datetime
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from . import __version__
+from ._decode import decode
+from .errors import ConfigurationError, ResponseError, SwitchboardError, error_class
+from .operations import Operation
+
+API_PREFIX = "/api/v1"
+USER_AGENT = f"switchboard-client/{__version__}"
+
+
+def resolve_config(url: str | None, api_key: str | None) -> tuple[str, str]:
+    """The base URL (without /api/v1) and API key: the arguments, else SWITCHBOARD_URL and
+    SWITCHBOARD_API_KEY."""
+    url = url or os.environ.get("SWITCHBOARD_URL")
+    api_key = api_key or os.environ.get("SWITCHBOARD_API_KEY")
+    if not url:
+        raise ConfigurationError("Pass url= or set SWITCHBOARD_URL (e.g. http://localhost:8000).")
+    if not api_key:
+        raise ConfigurationError("Pass api_key= or set SWITCHBOARD_API_KEY.")
+    url = url.rstrip("/")
+    if url.endswith(API_PREFIX):
+        url = url.removesuffix(API_PREFIX)
+    return url, api_key
+
+
+def default_headers(api_key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_key}", "User-Agent": USER_AGENT}
+
+
+def new_key() -> str:
+    """An idempotency key: 32 hex digits of a random UUID."""
+    return uuid.uuid4().hex
+
+
+# --- Requests --------------------------------------------------------------------------------
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def encode_json(body: Any) -> bytes:
+    return json.dumps(
+        body, default=_json_default, ensure_ascii=False, separators=(",", ":")
+    ).encode()
+
+
+def _query_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One call, ready to send (and to send again when retried)."""
+
+    operation: Operation
+    url: str
+    params: tuple[tuple[str, str], ...]
+    content: bytes | None
+    idempotent: bool
+    headers: Mapping[str, str] | None = None
+    timeout: float | None = None
+
+
+def build(
+    operation: Operation,
+    path_params: Mapping[str, str] | None = None,
+    *,
+    query: Mapping[str, Any] | None = None,
+    body: Mapping[str, Any] | None = None,
+    idempotent: bool | None = None,
+    headers: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+) -> Request:
+    """A request for `operation`. Query parameters and body keys it does not declare are
+    refused here (TypeError) rather than by the server, as are None values: they are left out."""
+    url = API_PREFIX + operation.path.format_map(
+        {k: quote(str(v), safe="") for k, v in (path_params or {}).items()}
+    )
+    params: list[tuple[str, str]] = []
+    for name, value in (query or {}).items():
+        if value is None:
+            continue
+        if name not in operation.query and not name.startswith(operation.query_prefixes or ("\0",)):
+            raise TypeError(f"{operation.method} {operation.path} takes no parameter {name!r}")
+        if isinstance(value, list | tuple | set | frozenset):
+            params.extend((name, _query_value(item)) for item in value)
+        else:
+            params.append((name, _query_value(value)))
+    content = None
+    if body is not None:
+        declared = operation.body.__annotations__ if operation.body is not None else {}
+        unknown = [k for k in body if k not in declared]
+        if unknown:
+            raise TypeError(f"{operation.method} {operation.path} takes no body field {unknown}")
+        content = encode_json({k: v for k, v in body.items() if v is not None})
+    return Request(
+        operation=operation,
+        url=url,
+        params=tuple(params),
+        content=content,
+        idempotent=operation.idempotent if idempotent is None else idempotent,
+        headers=headers,
+        timeout=timeout,
+    )
+
+
+def http_headers(request: Request) -> dict[str, str] | None:
+    if request.content is None and request.headers is None:
+        return None
+    headers = dict(request.headers or {})
+    if request.content is not None:
+        headers["Content-Type"] = "application/json"
+    return headers
+
+
+# --- Retries ---------------------------------------------------------------------------------
+
+RETRY_STATUSES = frozenset({429, 503})
+
+# No request reached the server: always safe to send again.
+UNSENT_ERRORS: tuple[type[Exception], ...] = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx.PoolTimeout,
+)
+# The request may have been processed: sent again only when the call is idempotent.
+MAYBE_SENT_ERRORS: tuple[type[Exception], ...] = (
+    httpx.ReadError,
+    httpx.WriteError,
+    httpx.ReadTimeout,
+    httpx.WriteTimeout,
+    httpx.RemoteProtocolError,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Retries of connection failures, 429 and 503: at most `max_retries` more attempts.
+
+    Between them, the server's Retry-After when it sends one (a wait longer than
+    `max_retry_after` is not made: the error is raised), else exponential backoff with full
+    jitter: a uniform wait in [0, min(max_backoff, backoff * 2**attempt)]. Other statuses are
+    never retried.
+    """
+
+    max_retries: int = 3
+    backoff: float = 0.5
+    max_backoff: float = 8.0
+    max_retry_after: float = 60.0
+
+    def jitter(self, attempt: int) -> float:
+        return random.uniform(0.0, min(self.max_backoff, self.backoff * (2**attempt)))
+
+    def after_response(self, attempt: int, response: httpx.Response) -> float | None:
+        """Seconds to wait before sending again, or None to give up with this answer."""
+        if response.status_code not in RETRY_STATUSES or attempt >= self.max_retries:
+            return None
+        retry_after = parse_retry_after(response.headers.get("Retry-After"))
+        if retry_after is None:
+            return self.jitter(attempt)
+        if retry_after > self.max_retry_after:
+            return None
+        return retry_after
+
+    def after_error(self, attempt: int, error: Exception, request: Request) -> float | None:
+        """Seconds to wait before sending again after a transport error, or None to raise."""
+        if attempt >= self.max_retries:
+            return None
+        if isinstance(error, UNSENT_ERRORS) or (
+            request.idempotent and isinstance(error, MAYBE_SENT_ERRORS)
+        ):
+            return self.jitter(attempt)
+        return None
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Retry-After as seconds: delta-seconds or an HTTP date."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+# --- Answers ---------------------------------------------------------------------------------
+
+
+def error_from(response: httpx.Response) -> SwitchboardError:
+    """The typed exception of an error answer (its body already read)."""
+    status = response.status_code
+    retry_after = parse_retry_after(response.headers.get("Retry-After"))
+    try:
+        error = response.json()["error"]
+        code, message, detail = error["code"], error["message"], error.get("detail")
+    except (ValueError, KeyError, TypeError):
+        code, detail = f"http_{status}", None
+        message = response.text[:500] or response.reason_phrase
+    return error_class(status)(
+        message, status=status, code=code, detail=detail, retry_after=retry_after
+    )
+
+
+def read(request: Request, response: httpx.Response) -> Any:
+    """The answer's model, or the typed error raised."""
+    status = response.status_code
+    if status >= 400:
+        raise error_from(response)
+    model = request.operation.responses.get(status)
+    if model is None:
+        raise ResponseError(
+            f"{request.operation.method} {request.operation.path} answered {status}, which the "
+            "client does not expect",
+            status=status,
+        )
+    try:
+        data = response.json()
+    except ValueError as exc:
+        raise ResponseError("the answer is not JSON", status=status) from exc
+    return decode(model, data)
+
+
+def network_error(error: Exception, request: Request) -> SwitchboardError:
+    from .errors import NetworkError
+
+    what = f"{request.operation.method} {request.url}"
+    return NetworkError(f"{what}: {type(error).__name__}: {error}", code="network_error")
