@@ -48,6 +48,7 @@ EVENTS: dict[str, str] = {
     "session.paused": "A session was paused.",
     "session.resumed": "A session was resumed.",
     "session.closed": "A session was closed.",
+    "session.deleted": "A session was deleted (on request, or by retention).",
 }
 
 # 4xx answers that say "try later" rather than "never": retried like a 5xx.

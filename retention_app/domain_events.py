@@ -30,10 +30,19 @@ class SessionCompacted(DomainEvent):
 
 @dataclass(frozen=True)
 class SessionDeleted(DomainEvent):
+    """A whole session was deleted, by retention (actor "retention") or on request (the API,
+    the dashboard): its page says so, the lists drop its row, the `session.deleted` webhook
+    goes out."""
+
     type = "session.deleted"
     outboxed = True
     session_id: str = ""
     events_deleted: int = 0
+    external_id: str | None = None
+    actor: str = ""
+
+    def webhook_event(self) -> str | None:
+        return "session.deleted"
 
     def groups(self) -> list[str]:
         return [

@@ -190,13 +190,17 @@ def delete_sessions_rows(session_ids: list[UUID]) -> dict[UUID, int]:
     collector (a SELECT per relation and per instance); the snapshot count per session.
 
     Events must already be gone (delete_all_events_of). A fork still pointing at one of the
-    sessions refuses the delete. The deferred foreign keys are checked before returning, inside
-    the caller's savepoint, so a dependant missed here fails this call alone, not the batch."""
+    sessions refuses the delete, unless it is deleted with them (one of `session_ids`). The
+    deferred foreign keys are checked before returning, inside the caller's savepoint, so a
+    dependant missed here fails this call alone, not the batch."""
     sessions = table(Session)
     ids = list(session_ids)
     snapshots: dict[UUID, int] = {}
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT parent_id FROM {sessions} WHERE parent_id = ANY(%s) LIMIT 1", [ids])
+        cursor.execute(
+            f"SELECT parent_id FROM {sessions} WHERE parent_id = ANY(%s) AND id <> ALL(%s) LIMIT 1",
+            [ids, ids],
+        )
         row = cursor.fetchone()
         if row:
             raise SessionStillReferenced(f"session {row[0]} has forks")

@@ -3,28 +3,37 @@
 Opening a session may link it to tasks (`task_ids`), and reading one shows its linked tasks:
 both need both apps, so they live here, the only app that imports both. The sessions list
 shares its path (/sessions) with opening, and ninja routes one path through one router, so it
-is here too. The rest of the session API is sessions_app.api.
+is here too, and so is deleting a session (/sessions/{id}, read here): its service is
+retention's (legal holds and tombstones decide and record it), which sessions_app cannot
+import. The rest of the session API is sessions_app.api.
 """
 
 from uuid import UUID
 
 from django.http import HttpRequest, HttpResponse
-from ninja import Query, Router
+from ninja import Field, Query, Router
 
 from core.actors import Actor
 from core.http import json_response
-from core.schemas import responses
+from core.schemas import OutSchema, query_prefixes, responses
+from retention_app.services.deletion import delete_session as delete_whole_session
 from sessions_app.api import (
+    METADATA_FILTERS_DOC,
+    METADATA_PREFIX,
     BudgetIn,
     SessionIn,
     SessionListQuery,
     SessionOut,
     SessionPageOut,
+    head_state_fields,
+    metadata_filters,
     request_key,
     request_session,
     session_to_dict,
 )
 from sessions_app.queries import SessionFilters, filter_sessions, page_sessions
+from sessions_app.services.state import head_states
+from switchboard.queries import pending_handoff_expression
 from tasks_app.api import LinkedTaskOut
 from tasks_app.queries import linked_tasks_summary
 from tasks_app.services.links import open_session_for_tasks
@@ -34,6 +43,14 @@ router = Router(tags=["sessions"])
 
 class SessionWithTasksOut(SessionOut):
     tasks: list[LinkedTaskOut]
+
+
+class SessionDeletedOut(OutSchema):
+    id: UUID
+    deleted: list[UUID] = Field(
+        ..., description="every session deleted: this one, then (with_forks) its forks"
+    )
+    events_deleted: int
 
 
 @router.post(
@@ -65,7 +82,10 @@ def create_session(request: HttpRequest, payload: SessionIn) -> HttpResponse:
 @router.get(
     "/sessions",
     summary="List sessions (filters, cursor pagination)",
+    description="Newest first, a page at a time (`next_cursor`). Filters AND together. "
+    + METADATA_FILTERS_DOC,
     response=responses({200: SessionPageOut}),
+    openapi_extra=query_prefixes(METADATA_PREFIX),
 )
 def list_sessions(request: HttpRequest, filters: Query[SessionListQuery]) -> HttpResponse:
     qs = filter_sessions(
@@ -79,12 +99,20 @@ def list_sessions(request: HttpRequest, filters: Query[SessionListQuery]) -> Htt
             created_before=filters.created_before,
             updated_after=filters.updated_after,
             updated_before=filters.updated_before,
+            external_id=filters.external_id,
+            metadata_equals=metadata_filters(request.GET),
         ),
     )
+    if filters.has_pending_handoff is not None:
+        # Handoffs are a floor above the session store, so this filter is composed here.
+        pending = pending_handoff_expression()
+        qs = qs.filter(pending if filters.has_pending_handoff else ~pending)
     page, next_cursor = page_sessions(qs, cursor=filters.cursor, limit=filters.limit)
-    return json_response(
-        {"sessions": [session_to_dict(s) for s in page], "next_cursor": next_cursor}
-    )
+    sessions = [session_to_dict(s) for s in page]
+    if filters.include == "state":
+        for body, folded in zip(sessions, head_states(page), strict=True):
+            body.update(head_state_fields(folded))
+    return json_response({"sessions": sessions, "next_cursor": next_cursor})
 
 
 @router.get(
@@ -95,3 +123,31 @@ def list_sessions(request: HttpRequest, filters: Query[SessionListQuery]) -> Htt
 def read_session(request: HttpRequest, session_id: UUID) -> HttpResponse:
     session = request_session(request, session_id)
     return json_response(session_to_dict(session, tasks=linked_tasks_summary(session)))
+
+
+@router.delete(
+    "/sessions/{session_id}",
+    summary="Delete a session whole (its external_id is free again)",
+    description="Deletes the session's events, snapshots, handoffs and task links in one "
+    "transaction; a tombstone and an audit entry remain, and `session.deleted` goes to live "
+    "pages and webhooks. Refused with 409 `session_has_forks` (detail: `fork_ids`) while it "
+    "has forks, unless `with_forks=true` (then they go too, their forks with them), and with "
+    "409 `legal_hold` while a legal hold covers it or one of those forks.",
+    response=responses({200: SessionDeletedOut}, 404, 409),
+)
+def delete_session(
+    request: HttpRequest,
+    session_id: UUID,
+    with_forks: bool = Query(False, description="also delete its forks (recursively)"),
+) -> HttpResponse:
+    api_key = request_key(request)
+    deleted = delete_whole_session(
+        api_key.project_id, session_id, actor=Actor.for_key(api_key), with_forks=with_forks
+    )
+    return json_response(
+        {
+            "id": str(session_id),
+            "deleted": [str(pk) for pk in deleted.session_ids],
+            "events_deleted": deleted.events_deleted,
+        }
+    )

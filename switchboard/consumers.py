@@ -292,7 +292,11 @@ class SessionConsumer(LiveConsumer):
         await self.send_frame(
             render_to_string(
                 f"{SESSION_PAGE}#session-deleted",
-                {"events_deleted": int(event.get("events_deleted") or 0), "oob": True},
+                {
+                    "events_deleted": int(event.get("events_deleted") or 0),
+                    "deleted_by": str(event.get("actor") or "retention"),
+                    "oob": True,
+                },
             )
         )
         await self.close(code=CLOSE_NOT_FOUND)

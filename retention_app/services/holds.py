@@ -2,6 +2,8 @@
 session (its own, its agent's or its project's), nothing of it is compacted or deleted;
 closing and archiving still happen."""
 
+from collections.abc import Sequence
+
 from django.db import IntegrityError, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
@@ -52,6 +54,9 @@ def place_hold(
         # Waits for a retention batch of the project in flight (it holds the row FOR SHARE):
         # once this commits, every later batch sees the hold.
         Project.objects.select_for_update(no_key=True).filter(pk=project.pk).first()
+        if session is not None and not Session.objects.filter(pk=session.pk).exists():
+            # Deleted while this waited for the lock (services.deletion holds it FOR SHARE).
+            raise NotFound("Session not found.", detail={"session_id": str(session.pk)})
         existing = _standing(project, scope, session, agent).first()
         if existing is not None:
             return existing, False
@@ -123,11 +128,31 @@ def _announce(
 
 def session_hold(session: Session) -> LegalHold | None:
     """The standing hold covering `session`: its own, else its agent's, else its project's."""
-    holds = LegalHold.objects.filter(project_id=session.project_id, released_at__isnull=True)
-    covering = holds.filter(
-        Q(scope=HoldScope.SESSION, session_id=session.pk)
-        | Q(scope=HoldScope.AGENT, agent_id=session.agent_id)
+    found = covering_hold([session])
+    return found[0] if found else None
+
+
+def covering_hold(sessions: Sequence[Session]) -> tuple[LegalHold, Session] | None:
+    """A standing hold covering any of `sessions` (all of one project), with the first of them
+    it covers: a session's own hold before an agent's before the project's; None if none."""
+    if not sessions:
+        return None
+    holds = LegalHold.objects.filter(
+        project_id=sessions[0].project_id, released_at__isnull=True
+    ).filter(
+        Q(scope=HoldScope.SESSION, session_id__in=[s.pk for s in sessions])
+        | Q(scope=HoldScope.AGENT, agent_id__in={s.agent_id for s in sessions})
         | Q(scope=HoldScope.PROJECT)
     )
     order = {HoldScope.SESSION: 0, HoldScope.AGENT: 1, HoldScope.PROJECT: 2}
-    return min(covering, key=lambda h: order[HoldScope(h.scope)], default=None)
+    hold = min(holds, key=lambda h: (order[HoldScope(h.scope)], h.pk), default=None)
+    if hold is None:
+        return None
+    covered = next(
+        s
+        for s in sessions
+        if hold.scope == HoldScope.PROJECT
+        or (hold.scope == HoldScope.AGENT and s.agent_id == hold.agent_id)
+        or s.pk == hold.session_id
+    )
+    return hold, covered

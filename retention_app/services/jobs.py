@@ -27,18 +27,18 @@ from django.db.models import F
 from django.utils import timezone
 
 from core.actors import Actor
-from core.domain_events import publish, publish_all
+from core.domain_events import publish
 from core.errors import DomainError
 from core.models import Project
-from core.services.audit import audit_entry, record_audits
 from sessions_app.models import Session, SessionStatus
 from sessions_app.retention import allow_event_deletion
 from sessions_app.services.lifecycle import transition_locked
 
 from .. import storage
-from ..domain_events import RetentionChanged, SessionDeleted
-from ..models import RetentionRun, RunJob, RunStatus, SessionTombstone
+from ..domain_events import RetentionChanged
+from ..models import RetentionRun, RunJob, RunStatus
 from ..selection import ORDER_FIELDS, Holds, after_key, candidates, standing_holds
+from . import deletion
 from .compaction import compact_locked
 from .policies import ProjectPolicies, project_policies
 
@@ -124,8 +124,8 @@ def apply_action(action: str, session: Session, *, tally: Tally, run: RetentionR
 
 
 def delete_session_locked(session: Session, *, run: RetentionRun | None) -> tuple[int, int]:
-    """Delete the whole session (events, snapshots, compactions, links, handoffs); a tombstone
-    with the counts and an audit entry remain. The caller holds the row lock."""
+    """Delete the whole session (services.deletion); a tombstone with the counts and an audit
+    entry remain. The caller holds the row lock."""
     count, size = delete_sessions_locked([session], run=run)[session.pk]
     return count, size
 
@@ -133,63 +133,11 @@ def delete_session_locked(session: Session, *, run: RetentionRun | None) -> tupl
 def delete_sessions_locked(
     sessions: list[Session], *, run: RetentionRun | None
 ) -> dict[UUID, tuple[int, int]]:
-    """delete_session_locked for several sessions at once: one DELETE of their events and one
-    per dependent table (set-based, where a session at a time cost a dozen statements each),
-    then a tombstone, an audit entry and a SessionDeleted per session. All or nothing: the
-    caller runs it in a savepoint and falls back to one session at a time if it fails.
+    """Retention's deletion of several sessions at once, as the system's "retention" actor
+    (services.deletion.delete_sessions_locked, set-based). All or nothing: the caller runs it
+    in a savepoint and falls back to one session at a time if it fails.
     Returns (events, bytes) per session."""
-    ids = [s.pk for s in sessions]
-    with allow_event_deletion():
-        freed = storage.delete_all_events_of(ids)
-    snapshots = storage.delete_sessions_rows(ids)  # snapshots, links, handoffs …
-    SessionTombstone.objects.bulk_create(
-        [
-            SessionTombstone(
-                session_id=session.pk,
-                project_id=session.project_id,
-                agent_name=session.agent.name,
-                external_id=session.external_id,
-                title=session.title,
-                created_at=session.created_at,
-                closed_at=session.closed_at,
-                archived_at=session.archived_at,
-                events_deleted=freed.get(session.pk, (0, 0))[0],
-                snapshots_deleted=snapshots.get(session.pk, 0),
-                bytes_deleted=freed.get(session.pk, (0, 0))[1],
-                run=run,
-            )
-            for session in sessions
-        ]
-    )
-    out = {session.pk: freed.get(session.pk, (0, 0)) for session in sessions}
-    record_audits(
-        [
-            audit_entry(
-                session.project_id,
-                actor=ACTOR,
-                action="session.delete",
-                target_type="session",
-                target_id=session.pk,
-                detail={
-                    "events": out[session.pk][0],
-                    "snapshots": snapshots.get(session.pk, 0),
-                    "bytes": out[session.pk][1],
-                },
-            )
-            for session in sessions
-        ]
-    )
-    publish_all(
-        [
-            SessionDeleted(
-                project_id=session.project_id,
-                session_id=str(session.pk),
-                events_deleted=out[session.pk][0],
-            )
-            for session in sessions
-        ]
-    )
-    return out
+    return deletion.delete_sessions_locked(sessions, actor=ACTOR, run=run)
 
 
 def _delete_together(sessions: list[Session], *, tally: Tally, run: RetentionRun | None) -> bool:

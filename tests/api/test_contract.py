@@ -148,6 +148,10 @@ def use_real_ids(case) -> None:
         if case.operation.label.endswith("/handoffs"):
             # Earlier operations close and pause the other sessions: ask on an untouched one.
             known["session_id"] = KNOWN["asking_session_id"]
+        label = case.operation.label
+        if label.startswith("DELETE ") and label.endswith("/sessions/{session_id}"):
+            # Deletes its own sessions (one with a fork), not those the others work on.
+            known["session_id"] = KNOWN["doomed_session_id"]
         case.path_parameters = {
             name: known[name][0 if example else (digest >> 2) % len(known[name])]
             if name in known
@@ -211,12 +215,16 @@ def _build_world() -> None:
 
     for held in (worked, fork, paused, closed):  # DELETE …/hold has holds to lift
         place_hold(project, session=held, reason="contract", actor=TESTER)
+    doomed = [make_session(project, title=f"doomed {n}") for n in range(3)]
+    append_events(doomed[0], [EventDraft(kind="note", content={})], actor=TESTER)
+    fork_session(doomed[1], at_seq=0, actor=TESTER)  # refused (409) unless with_forks
 
     KNOWN.update(
         api_key=[raw_key],
         handoff_id=[str(withdrawn.pk)],
         open_handoff_id=[str(waiting.pk)],
         asking_session_id=[str(make_session(project, title="asks for a person").pk)],
+        doomed_session_id=[str(s.pk) for s in doomed],
         session_id=[str(s.pk) for s in (worked, fork, paused, closed)],
         task_id=[str(task.pk), str(failed.pk)],
         key=["draft", "review", "publish"],

@@ -1,0 +1,17 @@
+"""Errors of retention (rendered like every DomainError: see core.errors)."""
+
+from core.errors import Conflict
+
+
+class SessionHasForks(Conflict):
+    """A session with forks is not deleted alone (their history reads through it): the detail
+    names the forks; asking with `with_forks` deletes them too."""
+
+    code = "session_has_forks"
+
+
+class SessionUnderLegalHold(Conflict):
+    """A standing legal hold covers the session (or one of the forks going with it): nothing
+    of it is deleted. The detail names the hold."""
+
+    code = "legal_hold"
