@@ -11,7 +11,7 @@ from switchboard_client.models import SessionWithTasks
 from sessions_app.models import Event
 
 
-def test_it_opens_reads_lists_and_deletes_sessions(sb):
+def test_it_opens_reads_and_lists_sessions(sb):
     first = sb.open_session(
         "support-bot",
         external_id="ticket-42",
@@ -36,32 +36,54 @@ def test_it_opens_reads_lists_and_deletes_sessions(sb):
     assert read.id == first.id and read.metadata == {"tier": "gold", "priority": 3}
 
     listed = sb.list_sessions(agent="support-bot")
-    assert {s.id for s in listed.sessions} == {first.id, other.id}
-    assert listed.next_cursor is None
+    assert [s.id for s in listed.sessions] == [other.id, first.id]  # newest first
+    assert listed.next_cursor is None and listed.sessions[0].state is None
+    assert sb.list_sessions(agent="nobody").sessions == []
+    assert [s.id for s in sb.list_sessions(status=["open"]).sessions] == [other.id, first.id]
+    # Paging: iter_sessions follows next_cursor.
+    page = sb.list_sessions(limit=1)
+    assert len(page.sessions) == 1 and page.next_cursor is not None
+    assert [s.id for s in sb.iter_sessions(limit=1)] == [other.id, first.id]
+
+
+def test_it_looks_sessions_up_by_external_id_and_metadata(sb, require):
+    require("SESSION_LIST", "query:external_id", "query:metadata.", "query:include")
+    first = sb.open_session(
+        "support-bot", external_id="ticket-42", metadata={"tier": "gold", "priority": 3}
+    )
+    sb.open_session("support-bot", metadata={"tier": "silver"})
     # Look-up by external_id (never opens), metadata filters, include=state.
     assert [s.id for s in sb.list_sessions(external_id="ticket-42").sessions] == [first.id]
     assert sb.list_sessions(external_id="no-such-ticket").sessions == []
     assert sb.find_session("no-such-ticket") is None
+    assert sb.list_sessions(agent="support-bot").sessions[1].id == first.id
     assert [s.id for s in sb.list_sessions(metadata={"tier": "gold"}).sessions] == [first.id]
     assert [s.id for s in sb.list_sessions(metadata={"priority": 3}).sessions] == [first.id]
     assert sb.list_sessions(metadata={"tier": "gold", "priority": 4}).sessions == []
     sb.append(first.id, [{"kind": "state", "content": {"stage": "triage"}}])
+    sb.append(first.id, [{"kind": "fact", "content": {"key": "tier", "value": "gold"}}])
     with_state = sb.find_session("ticket-42", include_state=True)
     assert with_state is not None and with_state.state == {"stage": "triage"}
-    assert with_state.facts == {} and with_state.state_error is None
-    assert sb.list_sessions(external_id="ticket-42").sessions[0].state is None
-    # Paging: iter_sessions follows next_cursor.
-    page = sb.list_sessions(limit=1)
-    assert len(page.sessions) == 1 and page.next_cursor is not None
-    assert [s.id for s in sb.iter_sessions(limit=1)] == [s.id for s in listed.sessions]
+    assert with_state.facts is not None and with_state.facts["tier"].value == "gold"
+    assert with_state.state_error is None
+    assert sb.find_session("ticket-42").state is None
 
-    deleted = sb.delete_session(first.id)
-    assert deleted.id == first.id and deleted.deleted == [first.id]
+
+def test_it_deletes_a_session(sb, require):
+    require("SESSION_DELETE")
+    session = sb.open_session("support-bot", external_id="ticket-7")
+    sb.append(session.id, [{"kind": "note", "content": {"n": 1}}])
+    fork = sb.fork(session.id, 1)
+    with pytest.raises(Conflict) as refused:
+        sb.delete_session(session.id)
+    assert refused.value.code == "session_has_forks"
+    deleted = sb.delete_session(session.id, with_forks=True)
+    assert deleted.id == session.id and set(deleted.deleted) == {session.id, fork.id}
     assert deleted.events_deleted >= 1
     with pytest.raises(NotFound):
-        sb.get_session(first.id)
+        sb.get_session(session.id)
     # Its external_id is free again.
-    assert sb.open_session("support-bot", external_id="ticket-42").id != first.id
+    assert sb.open_session("support-bot", external_id="ticket-7").id != session.id
 
 
 def test_it_appends_with_idempotency_keys_it_makes(sb):
@@ -87,11 +109,6 @@ def test_it_appends_with_idempotency_keys_it_makes(sb):
     assert keys[2] == "tier-1"
     assert all(len(k) == 32 and int(k, 16) >= 0 for k in keys[:2]) and keys[0] != keys[1]
 
-    # Read back by key and by prefix.
-    by_key = sb.events(session.id, key=[keys[0], "tier-1"])
-    assert [e.seq for e in by_key.events] == [1, 3]
-    assert [e.seq for e in sb.events(session.id, key_prefix="tier-").events] == [3]
-
     # The same batch with its keys again (a retry): the originals, nothing written.
     replay = [dict(event, idempotency_key=key) for event, key in zip(batch, keys, strict=True)]
     again = sb.append(session.id, replay)
@@ -106,6 +123,25 @@ def test_it_appends_with_idempotency_keys_it_makes(sb):
         sb.append(session.id, [{"kind": "lifecycle", "content": {}}])  # type: ignore[typeddict-item]
     assert invalid.value.code == "invalid_input" and invalid.value.status == 422
     assert sb.get_session(session.id).head_seq == 3
+
+
+def test_it_reads_events_by_idempotency_key(sb, require):
+    require("EVENTS_SLICE", "query:key", "query:key_prefix")
+    session = sb.open_session("writer")
+    appended = sb.append(
+        session.id,
+        [
+            {"kind": "note", "content": {"n": 1}},
+            {"kind": "note", "content": {"n": 2}, "idempotency_key": "step-1:a"},
+            {"kind": "note", "content": {"n": 3}, "idempotency_key": "step-1:b"},
+        ],
+    )
+    assert appended.head_seq == 3
+    made = sb.events(session.id, limit=1).events[0].idempotency_key
+    assert made is not None and len(made) == 32
+    assert [e.seq for e in sb.events(session.id, key=[made, "step-1:b"]).events] == [1, 3]
+    assert [e.seq for e in sb.events(session.id, key_prefix="step-1:").events] == [2, 3]
+    assert sb.events(session.id, key=["nothing"]).events == []
 
 
 def test_it_reads_slices_state_snapshots_forks_and_exports(sb):
@@ -147,10 +183,9 @@ def test_it_reads_slices_state_snapshots_forks_and_exports(sb):
     snapshot = sb.snapshot(session.id)
     assert snapshot.seq == 4 and snapshot.content_hash == head.content_hash
 
-    fork = sb.fork(session.id, 2, external_id="retry-1", title="Retry", metadata={"attempt": 2})
+    fork = sb.fork(session.id, 2, title="Retry")
     assert fork.lineage.parent_id == session.id and fork.lineage.fork_seq == 2
-    assert (fork.title, fork.external_id, fork.metadata) == ("Retry", "retry-1", {"attempt": 2})
-    assert sb.fork(session.id, 2, external_id="retry-1").id == fork.id
+    assert fork.title == "Retry" and fork.head_seq == 2
     assert sb.state(fork.id).state == {"stage": "triage"}
     assert [e.seq for e in sb.events(fork.id).events] == [1, 2]
 
@@ -192,3 +227,17 @@ def test_it_raises_typed_errors(server_url, sb):
 
     with pytest.raises(TypeError, match="bogus"):
         build(operations.SESSION_LIST, query={"bogus": 1})
+
+
+def test_it_forks_with_an_identity(sb, require):
+    require("SESSION_FORK", "body:external_id", "body:metadata", "status:200")
+    session = sb.open_session("forker", metadata={"attempt": 1})
+    sb.append(session.id, [{"kind": "note", "content": {"n": 1}}, {"kind": "note", "content": {}}])
+    fork = sb.fork(session.id, 1, external_id="retry-1", title="Retry", metadata={"attempt": 2})
+    assert (fork.title, fork.external_id, fork.metadata) == ("Retry", "retry-1", {"attempt": 2})
+    # Asked for again (a retry): the fork made first.
+    assert sb.fork(session.id, 1, external_id="retry-1").id == fork.id
+    assert sb.fork(session.id, 2).metadata == {"attempt": 1}  # omitted: the parent's
+    with pytest.raises(Conflict) as taken:
+        sb.fork(session.id, 2, external_id="retry-1")
+    assert taken.value.code == "external_id_taken"
