@@ -582,9 +582,12 @@ class AsyncClient:
         return result
 
     async def register_workflow(self, definition: m.WorkflowIn) -> m.Workflow:
-        """Register a workflow (states, transitions, steps); the same definition again is the
-        version registered."""
-        result: m.Workflow = await self._call(build(ops.WORKFLOW_REGISTER, body=definition))
+        """Register a workflow (states, transitions, steps). Without a version it is the next
+        one; with a version, the same definition again is the one registered (safe to retry)."""
+        request = build(
+            ops.WORKFLOW_REGISTER, body=definition, idempotent=definition.get("version") is not None
+        )
+        result: m.Workflow = await self._call(request)
         return result
 
     async def list_workflows(self, *, name: str | None = None) -> list[m.Workflow]:

@@ -177,7 +177,6 @@ WORKFLOW_REGISTER = Operation(
     "/workflows",
     body=m.WorkflowIn,
     responses={201: m.Workflow, 200: m.Workflow},
-    idempotent=True,  # the same definition again answers the one registered (200)
 )
 WORKFLOW_LIST = Operation("GET", "/workflows", query={"name": str}, responses={200: m.WorkflowList})
 WORKFLOW_READ = Operation(
