@@ -1,11 +1,12 @@
 """Real processes for tests: an ASGI server (uvicorn), a WSGI server (granian), Celery worker
-and beat, on the test DB.
+and beat, `bash scripts/run` itself, on the test DB.
 
 Children get DJANGO_SETTINGS_MODULE=tests.settings and SWITCHBOARD_TEST_DB_NAME pointing at the
 database pytest-django created, so they see what a `transactional_db` test commits.
 """
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -93,18 +94,8 @@ def asgi_server_process(*, workers: int = 1, **env: str) -> Iterator[tuple[str, 
         "--workers",
         str(workers),
     ]
-    process = subprocess.Popen(command, cwd=ROOT, env=child_env(**env))
-    base_url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for_http(base_url + "/accounts/login/", process=process)
-        yield base_url, process
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    with _serving(command, port, env) as served:
+        yield served
 
 
 @contextmanager
@@ -129,18 +120,33 @@ def wsgi_server(**env: str) -> Iterator[str]:
         "--log-level",
         "warning",
     ]
+    with _serving(command, port, env) as (base_url, _):
+        yield base_url
+
+
+@contextmanager
+def _serving(
+    command: list[str], port: int, env: dict[str, str]
+) -> Iterator[tuple[str, subprocess.Popen]]:
+    """Start the server `command` listening on `port`; yields its base URL once it answers, and
+    its process. Stopped (and reaped) on exit."""
     process = subprocess.Popen(command, cwd=ROOT, env=child_env(**env))
     base_url = f"http://127.0.0.1:{port}"
     try:
         wait_for_http(base_url + "/accounts/login/", process=process)
-        yield base_url
+        yield base_url, process
     finally:
         process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        _reap(process, timeout=10)
+
+
+def _reap(process: subprocess.Popen, *, timeout: float) -> None:
+    """Wait for a process told to stop; killed if it has not after `timeout` seconds."""
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 @contextmanager
@@ -201,11 +207,42 @@ def celery_processes(
             for process in processes:
                 process.terminate()
             for process in processes:
-                try:
-                    process.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+                _reap(process, timeout=15)
+
+
+def scripts_run_process(log: Path, port: int, **env: str | None) -> subprocess.Popen:
+    """Start `bash scripts/run` for real on `port` (without its bootstrap: this environment's
+    python, celery and uvicorn), writing to `log`; `env` adds variables (None: removes one).
+
+    It runs as a terminal runs a command: in its own process group (Ctrl-C is SIGINT to the
+    group: `os.killpg(process.pid, signal.SIGINT)`), with Ctrl-C's default action. Under a shell
+    that started this test run in the background SIGINT arrives ignored, and bash can neither
+    trap nor reset a signal ignored on entry (the script would never hear Ctrl-C).
+    """
+    child = child_env(
+        SWITCHBOARD_NO_BOOTSTRAP="1",
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        PORT=str(port),
+    )
+    for name, value in env.items():
+        if value is None:
+            child.pop(name, None)
+        else:
+            child[name] = value
+    with log.open("w") as out:
+        return subprocess.Popen(
+            ["bash", "scripts/run"],
+            cwd=ROOT,
+            env=child,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_default_interrupt,
+        )
+
+
+def _default_interrupt() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def wait_until(predicate, log: Path, timeout: float = 45.0) -> None:

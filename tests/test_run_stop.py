@@ -15,7 +15,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from django.conf import settings as django_settings
 from websockets.sync.client import connect
 
 from core.models import Project
-from tests.servers import ROOT, child_env, free_port, wait_for_http
+from tests.servers import free_port, scripts_run_process, wait_for_http
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -62,17 +61,12 @@ def signed_in_cookie(base_url: str, username: str, password: str) -> str:
         return client.cookies[django_settings.SESSION_COOKIE_NAME]
 
 
-def _default_interrupt() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def test_ctrl_c_stops_the_server_the_worker_and_the_agents_cleanly(tmp_path):
     port = free_port()
     log = tmp_path / "run.log"
-    env = child_env(
-        SWITCHBOARD_NO_BOOTSTRAP="1",
-        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        PORT=str(port),
+    run = scripts_run_process(
+        log,
+        port,
         # No services: the filesystem broker (in a folder of this test's) and the in-memory
         # channel layer, scripts/run's default. DATABASE_URL stays set: no embedded PostgreSQL.
         REDIS_URL="",
@@ -80,19 +74,6 @@ def test_ctrl_c_stops_the_server_the_worker_and_the_agents_cleanly(tmp_path):
         SWITCHBOARD_DEADLINE_CHECK_SECONDS="1",
         SWITCHBOARD_OUTBOX_RELAY_SECONDS="1",
     )
-    with log.open("w") as out:
-        run = subprocess.Popen(
-            ["bash", "scripts/run"],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group, as a terminal gives a command
-            # And Ctrl-C's default action, as a terminal gives it: under a shell that started
-            # this test run in the background SIGINT arrives ignored, and bash can neither trap
-            # nor reset a signal ignored on entry (the script would never hear Ctrl-C).
-            preexec_fn=_default_interrupt,
-        )
     try:
         base_url = f"http://127.0.0.1:{port}"
         wait_for_http(base_url + "/accounts/login/", timeout=180, process=run)

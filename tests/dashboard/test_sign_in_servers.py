@@ -17,15 +17,19 @@ import contextlib
 import os
 import re
 import signal
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.servers import ROOT, asgi_server, child_env, free_port, wait_for_http, wsgi_server
+from tests.servers import (
+    asgi_server,
+    free_port,
+    scripts_run_process,
+    wait_for_http,
+    wsgi_server,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -91,34 +95,18 @@ def test_clients_behind_a_trusted_proxy_are_counted_apart_and_direct_ones_by_con
     assert second == [200]
 
 
-def _default_interrupt() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 @contextlib.contextmanager
 def scripts_run(tmp_path: Path) -> Iterator[str]:
     """`bash scripts/run` for real (without its bootstrap, agents or Redis), as
     tests/test_run_stop.py runs it; stopped with Ctrl-C on exit."""
     port = free_port()
-    log = tmp_path / "run.log"
-    env = child_env(
-        SWITCHBOARD_NO_BOOTSTRAP="1",
-        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        PORT=str(port),
+    run = scripts_run_process(
+        tmp_path / "run.log",
+        port,
         SIMULATE_AGENTS="0",
+        SWITCHBOARD_TRUSTED_PROXIES=None,  # the default: none
         **throttle_env(tmp_path),
     )
-    env.pop("SWITCHBOARD_TRUSTED_PROXIES", None)  # the default: none
-    with log.open("w") as out:
-        run = subprocess.Popen(
-            ["bash", "scripts/run"],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            preexec_fn=_default_interrupt,
-        )
     try:
         base_url = f"http://127.0.0.1:{port}"
         wait_for_http(base_url + "/accounts/login/", timeout=180, process=run)
