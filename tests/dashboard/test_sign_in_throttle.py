@@ -27,8 +27,12 @@ def new_address() -> str:
     return f"10.77.{n // 250}.{n % 250 + 1}"
 
 
-def sign_in(client: Client, username: str, password: str):
-    return client.post(reverse("login"), {"username": username, "password": password})
+def sign_in(client: Client, username: str, password: str, *, forwarded_for: str | None = None):
+    """POST the sign-in form; `forwarded_for`: the X-Forwarded-For header, if any."""
+    headers = {} if forwarded_for is None else {"X-Forwarded-For": forwarded_for}
+    return client.post(
+        reverse("login"), {"username": username, "password": password}, headers=headers
+    )
 
 
 def signed_in(client: Client) -> bool:
@@ -118,11 +122,7 @@ def test_the_admin_sign_in_goes_through_the_throttled_page(db):
 def fail_twenty_times(client: Client, forwarded_for) -> list[int]:
     """Twenty failed sign-ins under twenty names; X-Forwarded-For from forwarded_for(i)."""
     return [
-        client.post(
-            reverse("login"),
-            {"username": f"nobody-{i}", "password": "wrong"},
-            headers={"X-Forwarded-For": forwarded_for(i)},
-        ).status_code
+        sign_in(client, f"nobody-{i}", "wrong", forwarded_for=forwarded_for(i)).status_code
         for i in range(20)
     ]
 
@@ -134,11 +134,7 @@ def test_a_direct_client_cannot_name_its_own_address(db, settings):
     with time_machine.travel(START, tick=False):
         # A fresh address in the header each time: were it believed, no address would fill up.
         failures = fail_twenty_times(client, lambda i: f"203.0.113.{i + 1}")
-        locked = client.post(
-            reverse("login"),
-            {"username": user.username, "password": PASSWORD},
-            headers={"X-Forwarded-For": "203.0.113.99"},
-        )
+        locked = sign_in(client, user.username, PASSWORD, forwarded_for="203.0.113.99")
     assert failures == [200] * 20
     assert locked.status_code == 429
     assert "Too many failed sign-ins from your address" in locked.content.decode()
@@ -155,16 +151,12 @@ def test_clients_behind_a_trusted_proxy_are_counted_apart(db, settings):
         failures = fail_twenty_times(
             client, lambda i: f"203.0.113.{i + 1}, 198.51.100.30, 192.168.1.1"
         )
-        locked = client.post(
-            reverse("login"),
-            {"username": user.username, "password": PASSWORD},
-            headers={"X-Forwarded-For": "198.51.100.30, 192.168.1.1"},
+        locked = sign_in(
+            client, user.username, PASSWORD, forwarded_for="198.51.100.30, 192.168.1.1"
         )
         other = Client(REMOTE_ADDR=proxy)
-        allowed = other.post(
-            reverse("login"),
-            {"username": user.username, "password": PASSWORD},
-            headers={"X-Forwarded-For": "198.51.100.31, 192.168.1.1"},
+        allowed = sign_in(
+            other, user.username, PASSWORD, forwarded_for="198.51.100.31, 192.168.1.1"
         )
     assert failures == [200] * 20
     assert locked.status_code == 429
