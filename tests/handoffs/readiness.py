@@ -1,5 +1,6 @@
 """Observable readiness of a long-poll on a real server, for tests to wait on instead of sleeping:
-the server's waiting-long-polls gauge (its /metrics) and the handoffs' channel-layer groups."""
+the server's waiting-long-polls gauge (its /metrics) and the handoffs' channel-layer groups; and
+a warmed-up server, whose thread count is then a baseline."""
 
 import re
 import time
@@ -20,6 +21,16 @@ def eventually(predicate, timeout: float, what: str = "condition") -> float:
         assert time.monotonic() - started < timeout, f"{what} not reached in {timeout} s"
         time.sleep(0.05)
     return time.monotonic() - started
+
+
+def warm_up(base: str, headers: dict[str, str], handoff_id) -> None:
+    """Start what any request starts once on the server at `base` (the WSGI pool, Django's ASGI
+    handler, the loop's default executor) and finish one long-poll of the handoff, so that the
+    server's thread count taken next is its baseline."""
+    with httpx.Client(base_url=base, headers=headers, timeout=10) as client:
+        for _ in range(12):
+            assert client.get(f"/api/v1/handoffs/{handoff_id}").status_code == 200
+        assert client.get(f"/api/v1/handoffs/{handoff_id}", params={"wait": 1}).status_code == 200
 
 
 def metric(base: str, name: str, token: str) -> float:

@@ -17,7 +17,7 @@ from tests.servers import asgi_server_process
 
 from . import readiness
 from .helpers import ask, operator
-from .readiness import eventually, group_members
+from .readiness import eventually, group_members, warm_up
 
 pytestmark = [pytest.mark.slow, pytest.mark.requires_redis("the long-poll's channel layer")]
 
@@ -58,12 +58,7 @@ def test_waiting_long_polls_hold_no_thread_and_end_when_the_agent_leaves(transac
 
     with asgi_server_process(SWITCHBOARD_METRICS_TOKEN=TOKEN) as (base, process):
         server = psutil.Process(process.pid)
-        with httpx.Client(base_url=base, headers=headers, timeout=10) as client:
-            # Warm up what any request starts once: the WSGI pool, Django's ASGI handler, the
-            # loop's default executor and one finished long-poll.
-            for _ in range(12):
-                assert client.get(f"/api/v1/handoffs/{ids[0]}").status_code == 200
-            assert client.get(f"/api/v1/handoffs/{ids[0]}", params={"wait": 1}).status_code == 200
+        warm_up(base, headers, ids[0])
         before = server.num_threads()
         thread = threading.Thread(target=waiters, args=(base,))
         thread.start()

@@ -17,6 +17,7 @@ from tests.factories import make_api_key, make_session
 from tests.servers import asgi_server_process
 
 from .helpers import AGENT, ask
+from .readiness import warm_up
 
 # As written in the query string: `+` is a space there, `%2B` a plus.
 REFUSED = ["+30", "%2030", "30%20", "%0930", "%2B30", "30.0", "3_0", "%EF%BC%93%EF%BC%90", "-0"]
@@ -74,11 +75,7 @@ def test_polls_spelled_oddly_hold_no_server_thread(transactional_db, project):
 
     with asgi_server_process() as (base, process):
         server = psutil.Process(process.pid)
-        with httpx.Client(base_url=base, headers=headers, timeout=10) as client:
-            # Warm up what any request starts once (as test_longpoll_threads.py does).
-            for _ in range(12):
-                assert client.get(f"/api/v1/handoffs/{ids[0]}").status_code == 200
-            assert client.get(f"/api/v1/handoffs/{ids[0]}", params={"wait": 1}).status_code == 200
+        warm_up(base, headers, ids[0])
         before = server.num_threads()
 
         async def polls() -> tuple[list[httpx.Response], int]:
