@@ -12,6 +12,41 @@ from sessions_app.services.lifecycle import archive_session, close_session
 SYSTEM = Actor.system("tests")
 LATER = timedelta(days=3650)  # far past every default duration
 
+DAY = 24 * 3600
+# The frozen clock's day 0 (`at`): far enough back that every rule of POLICY falls due by now.
+T0 = timezone.now().replace(microsecond=0) - timedelta(days=400)
+
+# Every rule set, each at its own age; no outcome or tag kept longer.
+POLICY = {
+    "close_idle_after": DAY,
+    "close_paused_after": 3 * DAY,
+    "archive_closed_after": 7 * DAY,
+    "compact_after": 30 * DAY,
+    "delete_after": 90 * DAY,
+    "outcome_compact_after": 60 * DAY,
+    "outcome_delete_after": 180 * DAY,
+    "keep_outcomes": [],
+    "keep_tags": [],
+}
+
+# A body for PUT /retention/policy that the API takes: some rules off (null), errors kept longer.
+POLICY_BODY = {
+    "close_idle_after": 3600,
+    "close_paused_after": None,
+    "archive_closed_after": 86400,
+    "compact_after": 86400,
+    "delete_after": None,
+    "outcome_compact_after": None,
+    "outcome_delete_after": None,
+    "keep_outcomes": ["error"],
+    "keep_tags": [],
+}
+
+
+def at(days: float):
+    """The moment `days` after T0."""
+    return T0 + timedelta(days=days)
+
 
 def later():
     return timezone.now() + LATER

@@ -12,8 +12,8 @@ from retention_app.services.policies import save_policy
 from sessions_app.models import Event, Session, Snapshot
 from sessions_app.services.state import take_snapshot
 from tests.factories import make_session
-from tests.retention.helpers import SYSTEM, append, archived, conversation
-from tests.retention.test_policy import POLICY, at, enforce
+from tests.retention.helpers import POLICY, SYSTEM, append, archived, at, conversation
+from tests.retention.test_policy import enforce
 
 
 def _archived_sessions(project, sizes: list[int]) -> list[Session]:

@@ -6,7 +6,6 @@ from datetime import timedelta
 
 import pytest
 import time_machine
-from django.utils import timezone
 
 from core.models import AuditEntry
 from handoffs_app.models import ACTIVE_STATUSES
@@ -28,26 +27,16 @@ from sessions_app.services.events import EventDraft
 from sessions_app.services.lifecycle import pause_session
 from sessions_app.services.state import take_snapshot
 from tests.factories import make_session
-from tests.retention.helpers import SYSTEM, append, archived, closed, conversation
-
-DAY = 24 * 3600
-T0 = timezone.now().replace(microsecond=0) - timedelta(days=400)
-
-POLICY = {
-    "close_idle_after": DAY,
-    "close_paused_after": 3 * DAY,
-    "archive_closed_after": 7 * DAY,
-    "compact_after": 30 * DAY,
-    "delete_after": 90 * DAY,
-    "outcome_compact_after": 60 * DAY,
-    "outcome_delete_after": 180 * DAY,
-    "keep_outcomes": [],
-    "keep_tags": [],
-}
-
-
-def at(days: float):
-    return T0 + timedelta(days=days)
+from tests.retention.helpers import (
+    DAY,
+    POLICY,
+    SYSTEM,
+    append,
+    archived,
+    at,
+    closed,
+    conversation,
+)
 
 
 def status(session: Session) -> str:

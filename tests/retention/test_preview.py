@@ -3,11 +3,8 @@ delete) and then the compact job, as "Run retention now" queues them. What one r
 make due for another (a parent compactable once its last fork is deleted; a parent deletable
 once its last fork is) is counted as the run does it, whatever the batch size."""
 
-from datetime import timedelta
-
 import pytest
 import time_machine
-from django.utils import timezone
 
 from handoffs_app.services.handoffs import request_handoff
 from retention_app.services.holds import place_hold
@@ -19,26 +16,11 @@ from sessions_app.services.events import EventDraft
 from sessions_app.services.lifecycle import archive_session, pause_session
 from sessions_app.services.sessions import fork_session
 from tests.factories import make_session
-from tests.retention.helpers import SYSTEM, append, archived, closed, conversation
+from tests.retention.helpers import POLICY as BASE_POLICY
+from tests.retention.helpers import SYSTEM, append, archived, at, closed, conversation
 
-DAY = 24 * 3600
-T0 = timezone.now().replace(microsecond=0) - timedelta(days=400)
-
-POLICY = {
-    "close_idle_after": DAY,
-    "close_paused_after": 3 * DAY,
-    "archive_closed_after": 7 * DAY,
-    "compact_after": 30 * DAY,
-    "delete_after": 90 * DAY,
-    "outcome_compact_after": 60 * DAY,
-    "outcome_delete_after": 180 * DAY,
-    "keep_outcomes": ["error"],
-    "keep_tags": [],
-}
-
-
-def at(days: float):
-    return T0 + timedelta(days=days)
+# A session with an error follows the outcome rules (compacted at 60 days, not 30).
+POLICY = {**BASE_POLICY, "keep_outcomes": ["error"]}
 
 
 def run(project, days: float, *, limit: int | None = None) -> dict[str, int]:
