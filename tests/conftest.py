@@ -1,3 +1,4 @@
+import json
 import os
 import socket
 import urllib.parse
@@ -8,6 +9,7 @@ import pytest
 from django.test import Client
 
 from tests.factories import make_api_key, make_project
+from tests.multiproc import ProcessPool
 
 # Where `bash scripts/test` looks for Redis when REDIS_URL is unset.
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -103,10 +105,31 @@ class ApiClient:
     def delete(self, path, data=None, **extra):
         return self._call("delete", path, data, **extra)
 
+    def send(self, method: str, path: str, body=None):
+        """Any `method` (upper case), `body` as JSON (None: no body at all, not `null`)."""
+        url = path if path.startswith("/api/") else f"/api/v1{path}"
+        if body is None:
+            return self.client.generic(method, url, headers=self.headers)
+        return self.client.generic(
+            method,
+            url,
+            data=json.dumps(body),
+            content_type="application/json",
+            headers=self.headers,
+        )
+
 
 @pytest.fixture
 def project(db):
     return make_project()
+
+
+@pytest.fixture(scope="module")
+def racers(request, django_db_setup):
+    """The test module's PROCESSES racing processes (tests.multiproc.ProcessPool), started once
+    for all of its tests: each child's start-up costs about two seconds of CPU."""
+    with ProcessPool(request.module.PROCESSES) as pool:
+        yield pool
 
 
 @pytest.fixture

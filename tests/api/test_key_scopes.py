@@ -31,6 +31,7 @@ from sessions_app.services.events import EventDraft, append_events
 from tasks_app.models import Step, Task
 from tests.conftest import ApiClient
 from tests.factories import make_project, make_session, make_task
+from tests.retention.helpers import POLICY_BODY
 
 # (method, path) -> body (None for no body). Bodies are valid where a valid one is simple, so
 # most calls reach the view; the point is that both scopes get the same answer.
@@ -69,17 +70,7 @@ REQUESTS: dict[tuple[str, str], dict | None] = {
     ("GET", "/handoffs/{handoff_id}"): None,
     ("POST", "/handoffs/{handoff_id}/cancel"): {},
     ("GET", "/retention/policy"): None,
-    ("PUT", "/retention/policy"): {
-        "close_idle_after": 3600,
-        "close_paused_after": None,
-        "archive_closed_after": 86400,
-        "compact_after": 86400,
-        "delete_after": None,
-        "outcome_compact_after": None,
-        "outcome_delete_after": None,
-        "keep_outcomes": ["error"],
-        "keep_tags": [],
-    },
+    ("PUT", "/retention/policy"): POLICY_BODY,
     ("GET", "/retention/preview"): None,
     ("GET", "/retention/runs"): None,
     ("POST", "/sessions/{session_id}/hold"): {"reason": "litigation {n}"},

@@ -7,7 +7,6 @@ gets it in a valid body (and in every object nested in that body that the schema
 and the same body without it must then succeed, so the refusal is the unknown field's.
 """
 
-import json
 from typing import Any
 
 import pytest
@@ -22,24 +21,13 @@ from sessions_app.services.events import EventDraft, append_events
 from sessions_app.services.lifecycle import pause_session
 from tests.conftest import ApiClient
 from tests.factories import make_api_key, make_project, make_session, make_task
+from tests.retention.helpers import POLICY_BODY as POLICY
 
 TESTER = Actor.system("tests")
 UNKNOWN = "unexpected_field"
 METHODS = {"get", "put", "post", "delete", "patch"}
 # Properties that are free JSON on purpose: what an agent stores or passes through.
 FREE_OBJECTS = {"content", "metadata", "payload", "params", "inputs", "outputs", "detail"}
-
-POLICY = {
-    "close_idle_after": 3600,
-    "close_paused_after": None,
-    "archive_closed_after": 86400,
-    "compact_after": 86400,
-    "delete_after": None,
-    "outcome_compact_after": None,
-    "outcome_delete_after": None,
-    "keep_outcomes": ["error"],
-    "keep_tags": [],
-}
 
 # (method, path) -> a body that succeeds in the world below ("{session_id}" and the like are
 # filled in). Each object in it is a place to put the unknown field.
@@ -205,16 +193,6 @@ def _state() -> dict[str, list]:
     return state
 
 
-def _send(client: ApiClient, method: str, path: str, body: Any):
-    return client.client.generic(
-        method,
-        f"{PREFIX}{path}",
-        data=json.dumps(body),
-        content_type="application/json",
-        headers=client.headers,
-    )
-
-
 def _assert_names_unknown(response, where: tuple) -> None:
     assert response.status_code == 422, response.content
     error = response.json()["error"]
@@ -238,13 +216,11 @@ def test_it_refuses_an_unknown_field_and_changes_nothing(db, method, path, where
     valid = _fill(VALID_BODIES.get((method, path), {}), ids)
     before = _state()
 
-    _assert_names_unknown(
-        _send(client, method, _url(path, ids), _with_unknown(valid, where)), where
-    )
+    _assert_names_unknown(client.send(method, _url(path, ids), _with_unknown(valid, where)), where)
     assert _state() == before
 
     if (method, path) in VALID_BODIES:  # without the unknown field, the same request succeeds
-        response = _send(client, method, _url(path, ids), valid)
+        response = client.send(method, _url(path, ids), valid)
         assert 200 <= response.status_code < 300, response.content
 
 

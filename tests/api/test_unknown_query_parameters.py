@@ -9,7 +9,6 @@ tests/api/test_unknown_fields.py, real ids of the caller's project), and each pa
 document declares (its own, and a query-string credential) is taken.
 """
 
-import json
 import uuid
 from typing import Any
 
@@ -63,18 +62,6 @@ def _ready(project, method: str, path: str) -> dict[str, str]:
     return ids
 
 
-def _send(client: ApiClient, method: str, url: str, body: Any, query: str = ""):
-    if body is None:
-        return client.client.generic(method, f"{PREFIX}{url}{query}", headers=client.headers)
-    return client.client.generic(
-        method,
-        f"{PREFIX}{url}{query}",
-        data=json.dumps(body),
-        content_type="application/json",
-        headers=client.headers,
-    )
-
-
 def _body(method: str, path: str, operation: dict, ids: dict[str, str]) -> Any:
     if "requestBody" not in operation:
         return None
@@ -89,7 +76,7 @@ def test_it_refuses_an_unknown_parameter_and_changes_nothing(db, method, path, o
     url, body = _fill(path, ids), _body(method, path, operation, ids)
     before = _state()
 
-    response = _send(client, method, url, body, f"?{UNKNOWN}=1&{UNKNOWN}=2&also_unknown=")
+    response = client.send(method, f"{url}?{UNKNOWN}=1&{UNKNOWN}=2&also_unknown=", body)
     assert response.status_code == 422, response.content
     error = response.json()["error"]
     assert set(error) == {"code", "message", "detail"} and error["code"] == "invalid_input"
@@ -100,7 +87,7 @@ def test_it_refuses_an_unknown_parameter_and_changes_nothing(db, method, path, o
     assert _state() == before
 
     # Without it, the same request succeeds: the refusal was the parameter's.
-    response = _send(client, method, url, body)
+    response = client.send(method, url, body)
     assert 200 <= response.status_code < 300, response.content
 
 
@@ -111,7 +98,7 @@ def test_a_bad_key_is_refused_before_the_parameters_are_read(db, method, path, o
     ids = {"session_id": uuid.uuid4(), "task_id": uuid.uuid4(), "handoff_id": uuid.uuid4()}
     url = path.format_map({**ids, "key": "review", "name": "review_decision"})
     body = {} if "requestBody" in operation else None
-    response = _send(client, method, url, body, f"?{UNKNOWN}=1")
+    response = client.send(method, f"{url}?{UNKNOWN}=1", body)
     assert response.status_code == 401, response.content
     assert response.json()["error"]["code"] == "unauthorized"
     assert UNKNOWN not in response.content.decode()
@@ -182,7 +169,7 @@ def test_it_takes_every_parameter_the_document_declares(db, method, path, operat
     query = "?" + "&".join(f"{name}={value}" for name, value in declared.items())
     url, body = _fill(path, ids), _body(method, path, operation, ids)
 
-    response = _send(client, method, url, body, query)
+    response = client.send(method, f"{url}{query}", body)
     # Past validation: a success or a domain refusal (a cursor never issued, a version that
     # does not exist), not a list of schema problems.
     if response.status_code in (400, 422):
