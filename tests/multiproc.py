@@ -226,6 +226,29 @@ def run_in_processes(
         return pool.run(fn, args_per_process)
 
 
+def post_each_at_once(raw_key: str, path: str, bodies: list[dict[str, Any]]) -> list[Any]:
+    """In a child process: for each body, wait for the others (the barrier), then POST it to the
+    API's `path` with this key; returns (status, JSON answer) for each."""
+    from tests.conftest import ApiClient
+
+    client = ApiClient(raw_key)
+    answers = []
+    for body in bodies:
+        barrier().wait()
+        response = client.post(path, body)
+        answers.append((response.status_code, response.json()))
+    return answers
+
+
+def post_in_rounds(
+    pool: ProcessPool, raw_key: str, path: str, bodies: list[dict[str, Any]]
+) -> list[list[Any]]:
+    """A round per body: every process of `pool` POSTs it at the same moment (post_each_at_once).
+    Returns each round's answers, (status, JSON answer) from each process."""
+    per_process = pool.run(post_each_at_once, [(raw_key, path, bodies)] * pool.count)
+    return [list(answers) for answers in zip(*per_process, strict=True)]
+
+
 def run_behind_lock[T](
     pool: ProcessPool,
     fn: Callable[..., Any],

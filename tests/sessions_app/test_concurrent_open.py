@@ -20,7 +20,7 @@ from core.models import AuditEntry
 from sessions_app.models import Agent, Session
 from sessions_app.services.sessions import get_or_register_agent, open_session
 from tests.factories import make_api_key
-from tests.multiproc import ProcessPool, barrier, run_behind_lock
+from tests.multiproc import post_each_at_once, post_in_rounds, run_behind_lock
 
 pytestmark = [pytest.mark.slow]
 
@@ -28,26 +28,14 @@ PROCESSES = 4
 ROUNDS = 8
 
 
-@pytest.fixture(scope="module")
-def racers(django_db_setup):
-    """The racing processes, started once for the module's tests."""
-    with ProcessPool(PROCESSES) as pool:
-        yield pool
+def opening(external_id: str) -> dict[str, str]:
+    return {"agent": "racer", "external_id": external_id}
 
 
-def open_each_at_once(raw_key: str, external_ids: list[str]) -> list[tuple[int, object]]:
-    """In a child process: for each external_id, wait for the others, then open it; returns
-    (status, session id), or (status, body) for an answer without one."""
-    from tests.conftest import ApiClient
-
-    client = ApiClient(raw_key)
-    answers = []
-    for external_id in external_ids:
-        barrier().wait()
-        response = client.post("/sessions", {"agent": "racer", "external_id": external_id})
-        body = response.json()
-        answers.append((response.status_code, body.get("id", body)))
-    return answers
+def answered(answer: tuple[int, dict]) -> tuple[int, object]:
+    """(status, session id), or (status, body) for an answer without one."""
+    status, body = answer
+    return status, body.get("id", body)
 
 
 def test_processes_opening_one_external_id_at_once_share_one_session(
@@ -56,10 +44,10 @@ def test_processes_opening_one_external_id_at_once_share_one_session(
     raw_key = make_api_key(project)[1]
     external_ids = [f"ticket-{n}" for n in range(ROUNDS)]
 
-    per_process = racers.run(open_each_at_once, [(raw_key, external_ids)] * PROCESSES)
+    rounds = post_in_rounds(racers, raw_key, "/sessions", [opening(e) for e in external_ids])
 
-    for n, external_id in enumerate(external_ids):
-        answers = [answers[n] for answers in per_process]
+    for external_id, answers in zip(external_ids, rounds, strict=True):
+        answers = [answered(answer) for answer in answers]
         statuses = sorted(status for status, _ in answers)
         assert statuses == [200] * (PROCESSES - 1) + [201], (external_id, answers)
         (session,) = Session.objects.filter(project=project, external_id=external_id)
@@ -87,13 +75,13 @@ def test_processes_that_all_miss_an_uncommitted_session_answer_with_it_once_comm
 
     held, per_process = run_behind_lock(
         racers,
-        open_each_at_once,
-        [(raw_key, ["ticket-held"])] * PROCESSES,
+        post_each_at_once,
+        [(raw_key, "/sessions", [opening("ticket-held")])] * PROCESSES,
         hold=open_held,
         inserting_into=Session,
     )
 
-    assert per_process == [[(200, str(held.pk))]] * PROCESSES
+    assert [answered(answer) for (answer,) in per_process] == [(200, str(held.pk))] * PROCESSES
     assert list(Session.objects.filter(project=project)) == [held]
     assert AuditEntry.objects.filter(action="session.open").count() == 1
     assert Agent.objects.filter(project=project).count() == 1

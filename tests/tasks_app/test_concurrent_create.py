@@ -18,7 +18,7 @@ from tasks_app.models import HistoryKind, Step, Task, TaskHistory
 from tasks_app.services.tasks import create_task
 from tasks_app.services.workflows import ensure_builtin_workflows
 from tests.factories import make_api_key
-from tests.multiproc import ProcessPool, barrier, run_behind_lock
+from tests.multiproc import post_each_at_once, post_in_rounds, run_behind_lock
 
 pytestmark = [pytest.mark.slow]
 
@@ -26,28 +26,14 @@ PROCESSES = 4
 ROUNDS = 8
 
 
-@pytest.fixture(scope="module")
-def racers(django_db_setup):
-    """The racing processes, started once for the module's tests."""
-    with ProcessPool(PROCESSES) as pool:
-        yield pool
+def creating(external_id: str) -> dict[str, str]:
+    return {"workflow": "research_report", "external_id": external_id}
 
 
-def create_each_at_once(raw_key: str, external_ids: list[str]) -> list[tuple[int, object, bool]]:
-    """In a child process: for each external_id, wait for the others, then create the task;
-    returns (status, task id or the body without one, whether a signal token came back)."""
-    from tests.conftest import ApiClient
-
-    client = ApiClient(raw_key)
-    answers = []
-    for external_id in external_ids:
-        barrier().wait()
-        response = client.post(
-            "/tasks", {"workflow": "research_report", "external_id": external_id}
-        )
-        body = response.json()
-        answers.append((response.status_code, body.get("id", body), "signal_token" in body))
-    return answers
+def answered(answer: tuple[int, dict]) -> tuple[int, object, bool]:
+    """(status, task id or the body without one, whether a signal token came back)."""
+    status, body = answer
+    return status, body.get("id", body), "signal_token" in body
 
 
 def test_processes_creating_one_external_id_at_once_share_one_task(
@@ -56,10 +42,10 @@ def test_processes_creating_one_external_id_at_once_share_one_task(
     raw_key = make_api_key(project)[1]
     external_ids = [f"job-{n}" for n in range(ROUNDS)]
 
-    per_process = racers.run(create_each_at_once, [(raw_key, external_ids)] * PROCESSES)
+    rounds = post_in_rounds(racers, raw_key, "/tasks", [creating(e) for e in external_ids])
 
-    for n, external_id in enumerate(external_ids):
-        answers = sorted((answers[n] for answers in per_process), key=lambda a: (a[0], a[2]))
+    for external_id, answers in zip(external_ids, rounds, strict=True):
+        answers = sorted(map(answered, answers), key=lambda a: (a[0], a[2]))
         statuses = [(status, token) for status, _, token in answers]
         assert statuses == [(200, False)] * (PROCESSES - 1) + [(201, True)], (external_id, answers)
         (task,) = Task.objects.filter(project=project, external_id=external_id)
@@ -91,13 +77,14 @@ def test_processes_that_all_miss_an_uncommitted_task_answer_with_it_once_committ
 
     held, per_process = run_behind_lock(
         racers,
-        create_each_at_once,
-        [(raw_key, ["job-held"])] * PROCESSES,
+        post_each_at_once,
+        [(raw_key, "/tasks", [creating("job-held")])] * PROCESSES,
         hold=create_held,
         inserting_into=Task,
     )
 
-    assert per_process == [[(200, str(held.pk), False)]] * PROCESSES
+    answers = [answered(answer) for (answer,) in per_process]
+    assert answers == [(200, str(held.pk), False)] * PROCESSES
     assert list(Task.objects.filter(project=project)) == [held]
     assert TaskHistory.objects.filter(task=held, kind=HistoryKind.CREATED).count() == 1
     assert AuditEntry.objects.filter(action="task.create").count() == 1
