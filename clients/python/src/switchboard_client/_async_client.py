@@ -26,6 +26,7 @@ from ._core import (
     build,
     default_headers,
     error_from,
+    given,
     http_headers,
     network_error,
     new_key,
@@ -165,14 +166,14 @@ class AsyncClient:
     ) -> m.SessionWithTasks:
         """Open a session; with `external_id`, the project's session of that id if there is
         one (then safe to retry)."""
-        body: dict[str, Any] = {
-            "agent": agent,
-            "external_id": external_id,
-            "title": title,
-            "metadata": metadata,
-            "budget": budget,
-            "task_ids": list(task_ids) if task_ids is not None else None,
-        }
+        body = given(
+            agent=agent,
+            external_id=external_id,
+            title=title,
+            metadata=metadata,
+            budget=budget,
+            task_ids=list(task_ids) if task_ids is not None else None,
+        )
         request = build(ops.SESSION_OPEN, body=body, idempotent=external_id is not None)
         result: m.SessionWithTasks = await self._call(request)
         return result
@@ -272,7 +273,7 @@ class AsyncClient:
             event if event.get("idempotency_key") else {**event, "idempotency_key": new_key()}
             for event in events
         ]
-        body: dict[str, Any] = {"events": keyed, "expected_head_seq": expected_head_seq}
+        body = given(events=keyed, expected_head_seq=expected_head_seq)
         request = build(ops.EVENTS_APPEND, {"session_id": session_id}, body=body, idempotent=True)
         result: m.AppendResult = await self._call(request)
         return result
@@ -350,12 +351,12 @@ class AsyncClient:
     ) -> m.Session:
         """A new session whose history is this one's up to at_seq (rewind: an earlier seq).
         With `external_id` the same fork asked for again is the first one (safe to retry)."""
-        body: dict[str, Any] = {
-            "at_seq": at_seq,
-            "external_id": external_id,
-            "title": title,
-            "metadata": metadata,
-        }
+        body = given(
+            at_seq=at_seq,
+            external_id=external_id,
+            title=title,
+            metadata=metadata,
+        )
         request = build(
             ops.SESSION_FORK,
             {"session_id": session_id},
@@ -428,14 +429,14 @@ class AsyncClient:
     ) -> m.TaskWithSessions:
         """Start a task of `workflow`: a CreatedTask (with its signal_token, shown once) when
         new; with an external_id already used, that task (safe to retry)."""
-        body: dict[str, Any] = {
-            "workflow": workflow,
-            "workflow_version": workflow_version,
-            "params": params,
-            "metadata": metadata,
-            "session_ids": list(session_ids) if session_ids is not None else None,
-            "external_id": external_id,
-        }
+        body = given(
+            workflow=workflow,
+            workflow_version=workflow_version,
+            params=params,
+            metadata=metadata,
+            session_ids=list(session_ids) if session_ids is not None else None,
+            external_id=external_id,
+        )
         request = build(ops.TASK_CREATE, body=body, idempotent=external_id is not None)
         result: m.TaskWithSessions = await self._call(request)
         return result
@@ -492,12 +493,7 @@ class AsyncClient:
     ) -> m.Task:
         """Move the task to state `to` (or by the named `transition`), checked against its
         workflow; with expected_version, 409 if the task changed meanwhile."""
-        body: m.TransitionIn = {
-            "to": to,
-            "transition": transition,
-            "expected_version": expected_version,
-            "reason": reason,
-        }
+        body = given(to=to, transition=transition, expected_version=expected_version, reason=reason)
         result: m.Task = await self._call(
             build(ops.TASK_TRANSITION, {"task_id": task_id}, body=body)
         )
@@ -527,18 +523,18 @@ class AsyncClient:
     ) -> m.StepUpdate:
         """Report a step: its status and attempt, error, inputs, outputs, branch taken, or the
         signal it waits on."""
-        body: dict[str, Any] = {
-            "status": status,
-            "attempt": attempt,
-            "error": error,
-            "inputs": inputs,
-            "outputs": outputs,
-            "branch": branch,
-            "waiting_on": waiting_on,
-            "agent": agent,
-            "expected_version": expected_version,
-            "reason": reason,
-        }
+        body = given(
+            status=status,
+            attempt=attempt,
+            error=error,
+            inputs=inputs,
+            outputs=outputs,
+            branch=branch,
+            waiting_on=waiting_on,
+            agent=agent,
+            expected_version=expected_version,
+            reason=reason,
+        )
         request = build(ops.STEP_UPDATE, {"task_id": task_id, "key": key}, body=body)
         result: m.StepUpdate = await self._call(request)
         return result
@@ -554,11 +550,11 @@ class AsyncClient:
     ) -> m.SignalResult:
         """An external dependency reports in; resolves the steps waiting on `name`. Sent with an
         idempotency key (a random one unless given), so a retry is recorded once."""
-        body: dict[str, Any] = {
-            "payload": payload,
-            "error": error,
-            "idempotency_key": idempotency_key or new_key(),
-        }
+        body = given(
+            payload=payload,
+            error=error,
+            idempotency_key=idempotency_key or new_key(),
+        )
         request = build(
             ops.TASK_SIGNAL, {"task_id": task_id, "name": name}, body=body, idempotent=True
         )
@@ -614,14 +610,14 @@ class AsyncClient:
     ) -> m.Handoff:
         """Ask for a person (the session pauses). Sent with an idempotency key (a random one
         unless given): a retry answers the request made first."""
-        body: dict[str, Any] = {
-            "kind": kind,
-            "reason": reason,
-            "payload": payload,
-            "priority": priority,
-            "due_in": due_in,
-            "idempotency_key": idempotency_key or new_key(),
-        }
+        body = given(
+            kind=kind,
+            reason=reason,
+            payload=payload,
+            priority=priority,
+            due_in=due_in,
+            idempotency_key=idempotency_key or new_key(),
+        )
         request = build(ops.HANDOFF_ASK, {"session_id": session_id}, body=body, idempotent=True)
         result: m.Handoff = await self._call(request)
         return result

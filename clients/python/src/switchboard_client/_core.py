@@ -45,6 +45,11 @@ def default_headers(api_key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}", "User-Agent": USER_AGENT}
 
 
+def given(**fields: Any) -> dict[str, Any]:
+    """The fields that are not None: a body of the arguments a caller gave."""
+    return {name: value for name, value in fields.items() if value is not None}
+
+
 def new_key() -> str:
     """An idempotency key: 32 hex digits of a random UUID."""
     return uuid.uuid4().hex
@@ -101,7 +106,8 @@ def build(
     timeout: float | None = None,
 ) -> Request:
     """A request for `operation`. Query parameters and body keys it does not declare are
-    refused here (TypeError) rather than by the server, as are None values: they are left out."""
+    refused here (TypeError) rather than by the server. A query parameter that is None is left
+    out; the body is sent as given (`given()` leaves out the arguments a method was not given)."""
     url = API_PREFIX + operation.path.format_map(
         {k: quote(str(v), safe="") for k, v in (path_params or {}).items()}
     )
@@ -121,7 +127,7 @@ def build(
         unknown = [k for k in body if k not in declared]
         if unknown:
             raise TypeError(f"{operation.method} {operation.path} takes no body field {unknown}")
-        content = encode_json({k: v for k, v in body.items() if v is not None})
+        content = encode_json(body)
     return Request(
         operation=operation,
         url=url,
