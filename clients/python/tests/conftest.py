@@ -8,80 +8,14 @@ The client imports nothing of the server; these tests do, to start it and to act
 
 import httpx
 import pytest
-from switchboard_client import Client, RetryPolicy, operations
+from client_schema import missing_parts
+from switchboard_client import Client, RetryPolicy
 
 from tests.factories import make_api_key, make_project
 from tests.servers import asgi_server
 
-# The OpenAPI extension listing an operation's parameter prefixes (core.schemas.QUERY_PREFIXES).
-QUERY_PREFIXES = "x-query-parameter-prefixes"
-
 # No long waits between retries in the live tests: nothing there is retried on purpose.
 FAST = RetryPolicy(max_retries=2, backoff=0.05, max_backoff=0.2)
-
-# What the client calls that the server may not serve yet: issue 24's routes, written to their
-# documented shape while they were being added. Their tests skip, naming what is missing, while
-# the served schema lacks it, and run as soon as it has it; the schema test excuses their
-# absence only. Remove an entry once main serves it.
-PENDING: dict[str, set[str]] = {
-    "SESSION_DELETE": {"operation"},
-    "SESSION_LIST": {
-        "query:external_id",
-        "query:has_pending_handoff",
-        "query:include",
-        "query:metadata.",
-    },
-    "EVENTS_SLICE": {"query:key", "query:key_prefix"},
-    "SESSION_FORK": {"body:external_id", "body:metadata", "status:200"},
-}
-
-
-def operation_schema(schema: dict, operation: operations.Operation) -> dict | None:
-    path = schema["paths"].get("/api/v1" + operation.path) or {}
-    return path.get(operation.method.lower())
-
-
-def missing_parts(schema: dict, name: str, parts: set[str]) -> list[str]:
-    """Which of `parts` ("operation", "query:<name>", "body:<field>", "status:<code>") the
-    served schema lacks for operations.<name>."""
-    operation = operations.OPERATIONS[name]
-    served = operation_schema(schema, operation)
-    if served is None:
-        return sorted(parts)
-    missing = []
-    for part in parts:
-        kind, _, what = part.partition(":")
-        if kind == "query":
-            names = {p["name"] for p in served.get("parameters", []) if p["in"] == "query"}
-            # A family named `<prefix><name>` (metadata.<name>) is listed by its prefix.
-            found = what in names or what in served.get(QUERY_PREFIXES, [])
-        elif kind == "body":
-            found = what in body_schema(schema, served).get("properties", {})
-        elif kind == "status":
-            found = what in served["responses"]
-        else:
-            found = True
-        if not found:
-            missing.append(part)
-    return sorted(missing)
-
-
-def resolve(schema: dict, node: dict) -> dict:
-    while "$ref" in node:
-        node = schema["components"]["schemas"][node["$ref"].rsplit("/", 1)[1]]
-    return node
-
-
-def body_schema(schema: dict, served: dict) -> dict:
-    """The object schema of an operation's JSON body ({} without one)."""
-    content = served.get("requestBody", {}).get("content", {}).get("application/json")
-    if content is None:
-        return {}
-    node = resolve(schema, content["schema"])
-    for option in node.get("anyOf", []):
-        if option.get("type") != "null":
-            return resolve(schema, option)
-    return node
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,6 @@ the ones the server sends only sometimes (`SessionListItem.state`, with include=
 Ids are strings (UUIDs as the API writes them), times are aware datetimes, money is Decimal.
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal

@@ -1,0 +1,129 @@
+"""The client cannot drift from the server: every operation it makes, every field it sends and
+reads, against the OpenAPI document a live server serves (client_schema.Drift). Prints the
+coverage: operations the client calls / operations the schema serves. Also: the sync client is
+what unasync.py writes, and the client imports nothing of the server."""
+
+import ast
+import copy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from client_schema import PENDING, Drift, missing_parts
+from switchboard_client import operations
+
+CLIENT = Path(__file__).resolve().parent.parent
+PACKAGE = CLIENT / "src" / "switchboard_client"
+
+
+def test_the_client_matches_the_served_schema(served_schema, capsys):
+    drift = Drift(served_schema)
+    problems = drift.check()
+    covered, served = drift.coverage()
+    with capsys.disabled():
+        print(
+            f"\nswitchboard-client covers {len(covered)}/{len(served)} operations of the served "
+            f"schema ({100 * len(covered) / len(served):.0f}%)"
+        )
+        for method, path in sorted(served - covered, key=lambda op: (op[1], op[0])):
+            print(f"  not called by the client: {method} {path}")
+        for part in drift.excused:
+            print(f"  called by the client, not served yet: {part}")
+    assert problems == []
+    assert len(covered) == len(operations.OPERATIONS) - sum(
+        "operation" in missing_parts(served_schema, name, PENDING.get(name, set()))
+        for name in operations.OPERATIONS
+    )
+
+
+def test_the_check_finds_drift(served_schema):
+    """Each kind of drift the check is for, made in a copy of the served schema, is reported."""
+    schemas = served_schema["components"]["schemas"]
+    cases = {
+        "a field the client reads is gone": lambda s: s["SessionOut"]["properties"].pop("head_seq"),
+        "a field the client reads became nullable": lambda s: s["EventOut"]["properties"].update(
+            seq={"anyOf": [{"type": "integer"}, {"type": "null"}]}
+        ),
+        "a field the client reads changed type": lambda s: s["UsageOut"]["properties"].update(
+            tokens={"type": "string"}
+        ),
+        "a field the client requires is optional": lambda s: s["HandoffOut"]["required"].remove(
+            "answer"
+        ),
+        "a field the client sends is gone": lambda s: s["TaskIn"]["properties"].pop("metadata"),
+        "a field the client may omit is required": lambda s: s["SessionIn"]["required"].append(
+            "title"
+        ),
+        "an enum lost a value the client sends": lambda s: s["HandoffIn"]["properties"][
+            "kind"
+        ].update(enum=["approval", "question"]),
+    }
+    assert {"SessionOut", "EventOut", "UsageOut", "HandoffOut", "TaskIn", "SessionIn"} <= set(
+        schemas
+    )
+    for what, change in cases.items():
+        changed = copy.deepcopy(served_schema)
+        change(changed["components"]["schemas"])
+        assert Drift(changed).check(), what
+    # An operation, a query parameter, a success status the client cannot read.
+    changed = copy.deepcopy(served_schema)
+    del changed["paths"]["/api/v1/tasks/{task_id}/transitions"]
+    assert any("no such operation" in p for p in Drift(changed).check())
+    changed = copy.deepcopy(served_schema)
+    read = changed["paths"]["/api/v1/tasks/{task_id}"]["get"]
+    read["parameters"] = [p for p in read["parameters"] if p["name"] != "history_limit"]
+    assert any("history_limit" in p for p in Drift(changed).check())
+    changed = copy.deepcopy(served_schema)
+    responses = changed["paths"]["/api/v1/sessions/{session_id}/pause"]["post"]["responses"]
+    responses["202"] = responses["200"]
+    assert any("may answer 202" in p for p in Drift(changed).check())
+
+
+def test_a_pending_route_is_excused_only_while_it_is_not_served(served_schema):
+    changed = copy.deepcopy(served_schema)
+    changed["paths"]["/api/v1/sessions/{session_id}"].pop("delete", None)
+    drift = Drift(changed)
+    assert drift.check() == [] and "SESSION_DELETE: operation" in drift.excused
+    assert missing_parts(changed, "SESSION_DELETE", {"operation"}) == ["operation"]
+
+
+def test_every_operation_is_called_by_the_client():
+    source = (PACKAGE / "_async_client.py").read_text()
+    unused = [name for name in operations.OPERATIONS if f"ops.{name}" not in source]
+    assert unused == []
+
+
+def test_the_sync_client_is_generated_from_the_async_one():
+    check = subprocess.run(
+        [sys.executable, str(CLIENT / "unasync.py"), "--check"], capture_output=True, text=True
+    )
+    assert check.returncode == 0, check.stderr
+
+
+def test_the_client_imports_nothing_but_the_standard_library_and_httpx():
+    imported = set()
+    for path in PACKAGE.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                imported.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                imported.add(node.module.split(".")[0])
+    assert imported - sys.stdlib_module_names == {"httpx"}
+
+
+@pytest.mark.parametrize("variable", ["SWITCHBOARD_URL", "SWITCHBOARD_API_KEY"])
+def test_it_is_configured_from_the_environment(monkeypatch, variable):
+    from switchboard_client import Client, ConfigurationError
+
+    monkeypatch.setenv("SWITCHBOARD_URL", "http://sb.example:8000/api/v1/")
+    monkeypatch.setenv("SWITCHBOARD_API_KEY", "sk-test")
+    with Client() as sb:
+        assert sb.url == "http://sb.example:8000"
+        assert sb._http.headers["Authorization"] == "Bearer sk-test"
+    with Client("http://other:1", "sk-other") as sb:
+        assert sb.url == "http://other:1"
+        assert sb._http.headers["Authorization"] == "Bearer sk-other"
+    monkeypatch.delenv(variable)
+    with pytest.raises(ConfigurationError, match=variable):
+        Client()
