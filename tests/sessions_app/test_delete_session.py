@@ -6,16 +6,20 @@ to webhooks and to live pages. Agent and admin keys alike; another project's ses
 The races with appends, forks and re-creation run in several processes (tests.multiproc)."""
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 
+import psycopg
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.conf import settings as django_settings
+from django.db import connection, transaction
 from django.test import Client
 
 from config.asgi import application
 from core.actors import Actor
+from core.errors import NotFound
 from core.models import AuditEntry, KeyScope, OutboxMessage, WebhookDelivery
 from core.services.webhooks import create_endpoint, deliver_due
 from handoffs_app.models import Handoff
@@ -221,6 +225,16 @@ def test_a_hold_on_a_fork_keeps_the_whole_tree(api, project):
     assert response.json()["error"]["detail"]["session_id"] == str(fork.pk)
     assert Session.objects.filter(pk__in=[root.pk, fork.pk]).count() == 2
     assert Event.objects.filter(session=root).count() == root.head_seq
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_hold_placed_on_a_session_deleted_meanwhile_is_not_found(project, api):
+    session = make_session(project)  # read by a request that then waits for the project lock
+    assert api.delete(f"/sessions/{session.pk}").status_code == 200
+
+    with pytest.raises(NotFound):
+        place_hold(project, session=session, reason="too late", actor=TESTER)
+    assert not LegalHold.objects.exists()
 
 
 def test_another_projects_session_is_not_found(other_api, project):
@@ -517,3 +531,65 @@ def test_a_delete_racing_forks_either_sees_them_or_they_find_nothing(
     print(sorted(outcomes))  # -rP: which orders the rounds met
     assert (200, 0) in outcomes  # the delete first: the forks found nothing
     assert (200 if with_forks else 409) in {deleted for deleted, made in outcomes if made}
+
+
+def hold_or_delete(raw_key: str, session_id: str, role: str) -> tuple | None:
+    """In a child: delete the session, or a moment later place a legal hold on it."""
+    from tests.conftest import ApiClient
+
+    client = ApiClient(raw_key)
+    barrier().wait()
+    if role == "delete":
+        return _status(client.delete(f"/sessions/{session_id}"))
+    if role == "hold":
+        time.sleep(0.3)  # the delete first: it has checked the holds and waits on an event
+        return _status(client.post(f"/sessions/{session_id}/hold", {"reason": "racing"}))
+    return None
+
+
+def _queued_behind_the_delete(holder: int, timeout: float = 10) -> bool:
+    """Until a backend waits on one that waits on `holder` (the hold behind the delete)."""
+    params = connection.get_connection_params()
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(**params, autocommit=True) as watcher:
+        while time.monotonic() < deadline:
+            (queued,) = watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity w JOIN pg_stat_activity d"
+                " ON d.pid = ANY(pg_blocking_pids(w.pid)) WHERE %s = ANY(pg_blocking_pids(d.pid))",
+                (holder,),
+            ).fetchone()
+            if queued:
+                return True
+            time.sleep(0.02)
+    return False
+
+
+@pytest.mark.slow
+def test_a_hold_placed_while_a_delete_runs_waits_and_finds_nothing(
+    transactional_db, project, racers
+):
+    _, raw_key = make_api_key(project, scope=KeyScope.ADMIN)
+    session = make_session(project)
+    append_events(session, [EventDraft(kind="note", content={})], actor=TESTER)
+    roles = ["delete", "hold", "idle"]
+    racers.run(hold_or_delete, [(raw_key, str(session.pk), "idle")] * PROCESSES)  # started
+
+    with ThreadPoolExecutor(1) as executor:
+        with transaction.atomic():
+            # The delete takes its locks, finds no hold, then waits on this event's row.
+            list(Event.objects.select_for_update().filter(session=session))
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid()")
+                (holder,) = cursor.fetchone()
+            running = executor.submit(
+                racers.run, hold_or_delete, [(raw_key, str(session.pk), r) for r in roles]
+            )
+            queued = _queued_behind_the_delete(holder)
+        (deleted, body), (held, hold_body), _ = running.result()
+
+    # The hold waited for the deletion (the project row), then found no session: a hold is
+    # never placed and then deleted with the session it was to keep.
+    assert queued
+    assert (deleted, held) == (200, 404), (body, hold_body)
+    assert not LegalHold.objects.exists()
+    assert not Session.objects.filter(pk=session.pk).exists()
