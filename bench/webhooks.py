@@ -81,11 +81,11 @@ def main() -> None:
         session, _ = open_session(project, agent_name="bench", actor=actor)
         return session
 
-    real_enqueue = domain_events.enqueue_deliveries
+    real_enqueue = domain_events.enqueue_deliveries_of
 
     def run(mode: str, n: int) -> float:
         """Median ms per transition (pause, resume, pause, …) of a fresh session."""
-        domain_events.enqueue_deliveries = (
+        domain_events.enqueue_deliveries_of = (
             (lambda *a, **k: 0) if mode == "baseline" else real_enqueue  # type: ignore[assignment]
         )
         session = session_of(busy if mode == "one endpoint" else quiet)
@@ -95,7 +95,7 @@ def main() -> None:
             start = time.perf_counter()
             move(session, actor=actor)
             samples.append((time.perf_counter() - start) * 1000)
-        domain_events.enqueue_deliveries = real_enqueue
+        domain_events.enqueue_deliveries_of = real_enqueue
         return statistics.median(samples)
 
     def probe(n: int) -> float:

@@ -157,13 +157,18 @@ def outbox_written(event: DomainEvent, message: OutboxMessage) -> None:
 
 def _written(outboxed: list[tuple[DomainEvent, OutboxMessage]]) -> None:
     """In the transaction of inserted outbox rows: each event's reactions (react_to) and webhook
-    deliveries, then one after-commit relay of all the rows."""
+    deliveries (one statement per project and webhook name: a retention batch deleting a
+    hundred sessions fans out their `session.deleted` at once), then one after-commit relay of
+    all the rows."""
+    webhooks: dict[tuple[int, str], list[dict[str, Any]]] = {}
     for event, _ in outboxed:
         for reaction in _REACTIONS.get(event.type, ()):
             reaction(event)
         webhook = event.webhook_event()
         if webhook is not None:
-            enqueue_deliveries(event.project_id, webhook, event.webhook_data())
+            webhooks.setdefault((event.project_id, webhook), []).append(event.webhook_data())
+    for (project_id, webhook), payloads in webhooks.items():
+        enqueue_deliveries_of(project_id, webhook, payloads)
     message_ids = [message.pk for _, message in outboxed]
     transaction.on_commit(lambda: relay_after_response(message_ids), robust=True)
 
@@ -171,7 +176,12 @@ def _written(outboxed: list[tuple[DomainEvent, OutboxMessage]]) -> None:
 def enqueue_deliveries(project_id: int, event: str, data: dict[str, Any]) -> int:
     """Insert a pending delivery of `event` for each subscribed active endpoint of the project,
     in the caller's transaction; after commit, kick the delivery job. Returns how many."""
-    created = storage.insert_webhook_deliveries(project_id, event, data, now=timezone.now())
+    return enqueue_deliveries_of(project_id, event, [data])
+
+
+def enqueue_deliveries_of(project_id: int, event: str, payloads: list[dict[str, Any]]) -> int:
+    """enqueue_deliveries for several changes of one kind, in one statement."""
+    created = storage.insert_webhook_deliveries_of(project_id, event, payloads, now=timezone.now())
     if created:
         transaction.on_commit(kick_delivery_job, robust=True)
     return created

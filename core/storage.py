@@ -259,7 +259,19 @@ def insert_webhook_deliveries(
 
     On the lifecycle hot path: with no endpoint it is one probe of the partial index
     `webhook_active` that finds nothing (bench/webhooks.py measures the cost)."""
+    return insert_webhook_deliveries_of(project_id, event, [data], now=now)
+
+
+def insert_webhook_deliveries_of(
+    project_id: int, event: str, payloads: list[dict[str, Any]], *, now: datetime
+) -> int:
+    """insert_webhook_deliveries for several changes of one kind (a retention batch's deleted
+    sessions) in the same one statement: a delivery per payload and subscribed endpoint."""
     d, e = WebhookDelivery, WebhookEndpoint
+    if len(payloads) == 1:  # the lifecycle path: one change
+        source, value = "(SELECT %s::jsonb AS payload, 1 AS n)", json.dumps(payloads[0])
+    else:
+        source, value = "jsonb_array_elements(%s::jsonb) WITH ORDINALITY", json.dumps(payloads)
     with connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {table(d)} ({column(d, 'id')}, {column(d, 'endpoint')},"
@@ -267,11 +279,11 @@ def insert_webhook_deliveries(
             f" {column(d, 'status')}, {column(d, 'attempts')}, {column(d, 'next_attempt_at')},"
             f" {column(d, 'last_error')}, {column(d, 'created_at')})"
             f" SELECT gen_random_uuid(), e.{column(e, 'id')}, e.{column(e, 'project')},"
-            " %s, %s::jsonb, 'pending', 0, %s, '', %s"
-            f" FROM {table(e)} e"
+            " %s, p.payload, 'pending', 0, %s, '', %s"
+            f" FROM {table(e)} e CROSS JOIN {source} AS p(payload, n)"
             f" WHERE e.{column(e, 'project')} = %s AND e.{column(e, 'active')}"
-            f" AND e.{column(e, 'events')} @> %s::jsonb",
-            [event, json.dumps(data), now, now, project_id, json.dumps([event])],
+            f" AND e.{column(e, 'events')} @> %s::jsonb ORDER BY p.n",
+            [event, now, now, value, project_id, json.dumps([event])],
         )
         return int(cursor.rowcount)
 

@@ -16,6 +16,7 @@ from channels.testing import WebsocketCommunicator
 from django.conf import settings as django_settings
 from django.db import connection, transaction
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from config.asgi import application
 from core.actors import Actor
@@ -284,19 +285,26 @@ def test_it_is_announced_to_webhooks_and_delivered(api, api_key, project):
         assert request.json["type"] == "session.deleted" and request.json["data"] == expected
 
 
-def test_retentions_deletions_are_announced_to_webhooks_too(project):
-    create_endpoint(
-        project, url="https://hooks.example.com/h", events=["session.deleted"], actor=TESTER
-    )
+def test_retentions_deletions_are_announced_to_webhooks_too_in_one_statement(project):
+    for host in ("a", "b"):
+        create_endpoint(
+            project, url=f"https://{host}.example.com/h", events=["session.deleted"], actor=TESTER
+        )
     save_policy(project, POLICY, actor=TESTER)
-    session = archived(fill(make_session(project)))
+    sessions = [archived(fill(make_session(project, external_id=f"e-{n}"))) for n in range(3)]
 
-    run_job_for_project("enforce_retention", project.pk, now=later(), trigger="tests")
+    with CaptureQueriesContext(connection) as queries:
+        run_job_for_project("enforce_retention", project.pk, now=later(), trigger="tests")
 
-    assert not Session.objects.filter(pk=session.pk).exists()
-    (delivery,) = WebhookDelivery.objects.all()
-    assert delivery.payload["session_id"] == str(session.pk)
-    assert delivery.payload["actor"] == "retention"
+    assert not Session.objects.filter(pk__in=[s.pk for s in sessions]).exists()
+    deliveries = WebhookDelivery.objects.all()
+    assert sorted((d.payload["external_id"], d.payload["actor"]) for d in deliveries) == sorted(
+        [(s.external_id, "retention") for s in sessions] * 2
+    )
+    # The batch's deletions fan out together (a statement per deleted session before).
+    table = WebhookDelivery._meta.db_table
+    inserts = [q for q in queries.captured_queries if q["sql"].startswith(f'INSERT INTO "{table}"')]
+    assert len(inserts) == 1
 
 
 def test_webhook_endpoints_can_subscribe_to_it(project):
