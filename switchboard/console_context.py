@@ -66,6 +66,7 @@ KNOWN_ACTIONS = [
     "session.resumed",
     "session.closed",
     "session.archived",
+    "session.delete",
     "task.create",
     "task.transition",
     "task.link",
