@@ -26,6 +26,7 @@ from core.http import error_response
 from core.models import ApiKey
 from core.outage import OutageLog
 from core.ratelimit import RateBucket
+from core.schemas import QUERY_PREFIXES
 from core.scopes import ApiKeyAuth
 from core.text import loads_client_json
 from tasks_app.api import SignalGrant
@@ -137,11 +138,22 @@ def declared_query_names(operation: Operation) -> frozenset[str]:
     return frozenset(names)
 
 
+def declared_query_prefixes(operation: Operation) -> tuple[str, ...]:
+    """The prefixes of the query parameters `operation` names by the client's choice (GET
+    /sessions' `metadata.<name>`), as its OpenAPI operation lists them (core.schemas.
+    query_prefixes): the view reads and checks those itself."""
+    return tuple((operation.openapi_extra or {}).get(QUERY_PREFIXES, ()))
+
+
 UNKNOWN_QUERY_MSG = "Extra inputs are not permitted"  # pydantic's words for a body's extras
 
 
-def _refuse_unknown(request: HttpRequest, known: frozenset[str]) -> None:
-    unknown = [name for name in request.GET if name not in known]
+def _refuse_unknown(request: HttpRequest, known: frozenset[str], prefixes: tuple[str, ...]) -> None:
+    unknown = [
+        name
+        for name in request.GET
+        if name not in known and not (prefixes and name.startswith(prefixes))
+    ]
     if unknown:
         raise ValidationError(
             [
@@ -167,17 +179,20 @@ def refuse_unknown_query_parameters(view_func: Callable[..., Any]) -> Callable[.
 
     The names are those of the operation as its router declared it (`_ninja_operation`): its
     parameters, and the auth it names itself; a router's or the API's default auth
-    (ApiKeyAuth) is a header. A request without a query string (the append's) costs one
-    dictionary look-up.
+    (ApiKeyAuth) is a header. And any name after a prefix the operation declares
+    (declared_query_prefixes): `metadata.<name>` of GET /sessions. A request without a query
+    string (the append's) costs one dictionary look-up.
     """
-    known = declared_query_names(view_func._ninja_operation)  # type: ignore[attr-defined]
+    operation = view_func._ninja_operation  # type: ignore[attr-defined]
+    known = declared_query_names(operation)
+    prefixes = declared_query_prefixes(operation)
 
     if inspect.iscoroutinefunction(view_func):
 
         @functools.wraps(view_func)
         async def checked_async(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
             if request.META.get("QUERY_STRING"):
-                _refuse_unknown(request, known)
+                _refuse_unknown(request, known, prefixes)
             return await view_func(request, *args, **kwargs)
 
         return checked_async
@@ -185,7 +200,7 @@ def refuse_unknown_query_parameters(view_func: Callable[..., Any]) -> Callable[.
     @functools.wraps(view_func)
     def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
         if request.META.get("QUERY_STRING"):
-            _refuse_unknown(request, known)
+            _refuse_unknown(request, known, prefixes)
         return view_func(request, *args, **kwargs)
 
     return checked

@@ -230,3 +230,15 @@ def responses(success: dict[int, Any], *errors: int, body: bool = False) -> dict
     statuses every operation can answer, and (`body`) for those of one that reads a body."""
     statuses = {*errors, *COMMON_ERROR_STATUSES, *(BODY_ERROR_STATUSES if body else ())}
     return {**success, **dict.fromkeys(sorted(statuses), ErrorOut)}
+
+
+# The OpenAPI extension listing an operation's query parameter prefixes: parameters the client
+# names itself after a declared prefix (GET /sessions' `metadata.<name>`), which no schema can
+# list. config.api's check of unknown query parameters takes them; any other name is refused.
+QUERY_PREFIXES = "x-query-parameter-prefixes"
+
+
+def query_prefixes(*prefixes: str) -> dict[str, list[str]]:
+    """`openapi_extra` of an operation that takes query parameters `<prefix><name>` (describe
+    them in its description)."""
+    return {QUERY_PREFIXES: list(prefixes)}
