@@ -41,6 +41,7 @@ REQUESTS: dict[tuple[str, str], dict | None] = {
     ("POST", "/sessions"): {"agent": "scoped-agent"},
     ("GET", "/sessions"): None,
     ("GET", "/sessions/{session_id}"): None,
+    ("DELETE", "/sessions/{session_id}"): None,  # the world's session is held: 409 for both
     ("POST", "/sessions/{session_id}/events"): {"events": [{"kind": "note", "content": {}}]},
     ("GET", "/sessions/{session_id}/events"): None,
     ("GET", "/sessions/{session_id}/state"): None,
