@@ -12,12 +12,13 @@ from typing import Any, Literal
 from uuid import UUID
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, QueryDict, StreamingHttpResponse
 from ninja import Field, Query, Router
+from ninja.errors import ValidationError
 from pydantic import ConfigDict
 
 from core.actors import Actor
-from core.errors import InvalidInput, PayloadTooLarge
+from core.errors import InvalidInput, PayloadTooLarge, StoredValueTooDeep
 from core.http import json_response
 from core.models import ApiKey
 from core.schemas import (
@@ -25,6 +26,7 @@ from core.schemas import (
     MAX_BIGINT,
     MAX_INT,
     DecimalString,
+    ErrorBody,
     InSchema,
     IsoDateTime,
     OutSchema,
@@ -32,6 +34,7 @@ from core.schemas import (
     json_int,
     responses,
 )
+from core.text import check_storable
 
 from .access import get_session_for_key
 from .http import jsonl_export_response
@@ -40,7 +43,7 @@ from .queries import slice_events
 from .services.events import EventDraft, append_events
 from .services.lifecycle import close_session, pause_session, resume_session
 from .services.sessions import fork_session
-from .services.state import state_at, take_snapshot
+from .services.state import FoldedState, state_at, take_snapshot
 
 router = Router(tags=["sessions"])
 
@@ -152,8 +155,83 @@ class SessionListQuery(InSchema):
     created_before: IsoDateTime | None = None
     updated_after: IsoDateTime | None = None
     updated_before: IsoDateTime | None = None
+    external_id: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="The session with this external_id, or an empty page: a look-up that "
+        "never opens one (POST /sessions does).",
+    )
+    has_pending_handoff: bool | None = Field(
+        None,
+        description="true: only sessions waiting on a person (a handoff open, claimed, "
+        "answered or taken over); false: only the others.",
+    )
+    include: Literal["state"] | None = Field(
+        None,
+        description="state: each session also carries `state`, `facts` and `state_error` "
+        "(its working state at its head, as GET /sessions/{id}/state).",
+    )
     cursor: str | None = None
     limit: int = Field(50, ge=1, le=200)
+
+
+# GET /sessions?metadata.<name>=<value>: names are the client's, so not a schema's fields.
+METADATA_PREFIX = "metadata."
+MAX_METADATA_FILTERS = 20
+MAX_METADATA_NAME = 200
+MAX_METADATA_VALUE = 1000
+METADATA_FILTERS_DOC = (
+    "`metadata.<name>=<value>` (any number, ANDed; repeated, each value must hold): sessions "
+    "whose metadata has the top-level key `<name>` holding the JSON string `<value>`, or, "
+    "when `<value>` spells a JSON number, `true`, `false` or `null`, that value too "
+    '(`metadata.priority=3` matches 3 and "3", `metadata.vip=true` matches true and '
+    '"true"). Exact: no nested keys (a dot in `<name>` is part of the key), no patterns. '
+    f"At most {MAX_METADATA_FILTERS}, names up to {MAX_METADATA_NAME} characters, values up "
+    f"to {MAX_METADATA_VALUE}."
+)
+
+
+def metadata_filters(query: QueryDict) -> list[tuple[str, str]]:
+    """The (name, value) pairs of a query's `metadata.<name>=<value>` parameters, checked:
+    a 422 naming the parameter (as a declared one's) for an empty or long name or value."""
+    pairs: list[tuple[str, str]] = []
+    problems: list[dict[str, Any]] = []
+    for parameter, values in query.lists():
+        if not parameter.startswith(METADATA_PREFIX):
+            continue
+        name = parameter.removeprefix(METADATA_PREFIX)
+        if not 1 <= len(name) <= MAX_METADATA_NAME:
+            problems.append(
+                {
+                    "type": "string_too_short" if not name else "string_too_long",
+                    "loc": ["query", parameter],
+                    "msg": f"The name after {METADATA_PREFIX!r} must have 1 to "
+                    f"{MAX_METADATA_NAME} characters.",
+                }
+            )
+        for value in values:
+            if len(value) > MAX_METADATA_VALUE:
+                problems.append(
+                    {
+                        "type": "string_too_long",
+                        "loc": ["query", parameter],
+                        "msg": f"String should have at most {MAX_METADATA_VALUE} characters",
+                    }
+                )
+            check_storable({parameter: value}, field="")  # NUL, lone surrogates: 422
+            pairs.append((name, value))
+    if len(pairs) > MAX_METADATA_FILTERS:
+        problems.append(
+            {
+                "type": "too_long",
+                "loc": ["query", METADATA_PREFIX],
+                "msg": f"At most {MAX_METADATA_FILTERS} metadata filters.",
+            }
+        )
+    if problems:
+        raise ValidationError(problems)
+    return pairs
 
 
 class SliceQuery(InSchema):
@@ -207,8 +285,31 @@ class SessionOut(OutSchema):
     closed_at: datetime | None
 
 
+class FactOut(OutSchema):
+    value: Any
+    seq: int = Field(..., description="the event that set it")
+
+
+class SessionListItemOut(SessionOut):
+    """A session of the list. The last three keys are sent with include=state only."""
+
+    state: dict[str, Any] | None = Field(
+        None,
+        description="include=state: the working state at head_seq (as GET "
+        "/sessions/{id}/state); null when it cannot be read (see state_error)",
+    )
+    facts: dict[str, FactOut] | None = Field(
+        None, description="include=state: the facts at head_seq; null with state_error"
+    )
+    state_error: ErrorBody | None = Field(
+        None,
+        description="include=state: null, or why state and facts are null (code "
+        "stored_value_too_deep, GET /sessions/{id}/state's 409); the other sessions are read",
+    )
+
+
 class SessionPageOut(OutSchema):
-    sessions: list[SessionOut]
+    sessions: list[SessionListItemOut]
     next_cursor: str | None = Field(..., description="null on the last page")
 
 
@@ -305,11 +406,6 @@ class EventSliceOut(OutSchema):
     events: list[EventOut]
 
 
-class FactOut(OutSchema):
-    value: Any
-    seq: int = Field(..., description="the event that set it")
-
-
 class StateOut(OutSchema):
     seq: int
     state: dict[str, Any]
@@ -355,6 +451,14 @@ def session_to_dict(
     if tasks is not None:
         body["tasks"] = tasks
     return body
+
+
+def head_state_fields(folded: FoldedState | StoredValueTooDeep) -> dict[str, Any]:
+    """A list item's include=state keys (SessionListItemOut) from services.state.head_states."""
+    if isinstance(folded, StoredValueTooDeep):
+        error = {"code": folded.code, "message": folded.message, "detail": folded.detail}
+        return {"state": None, "facts": None, "state_error": error}
+    return {"state": folded.state, "facts": folded.facts, "state_error": None}
 
 
 def request_session(request: HttpRequest, session_id: UUID) -> Session:

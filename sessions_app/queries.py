@@ -6,6 +6,7 @@ A fork's history is its ancestors' rows up to each fork point plus its own, reso
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -17,12 +18,14 @@ import psycopg
 from django.db.models import (
     Case,
     Count,
+    JSONField,
     OuterRef,
     Q,
     QuerySet,
     Subquery,
     Sum,
     TextField,
+    Value,
     When,
 )
 from django.db.models.fields.json import KeyTextTransform
@@ -397,6 +400,10 @@ class SessionFilters:
     metadata_key: str | None = None
     # With metadata_key: the key's value, compared as text ("tag" filter key=value).
     metadata_value: str | None = None
+    # The session with this external_id, if any (a look-up: nothing is opened).
+    external_id: str | None = None
+    # (name, value) pairs, all to hold: the API's `metadata.<name>=<value>` (metadata_matches).
+    metadata_equals: list[tuple[str, str]] = field(default_factory=list)
 
 
 def filter_sessions(project: Project, filters: SessionFilters) -> QuerySet[Session]:
@@ -425,7 +432,37 @@ def filter_sessions(project: Project, filters: SessionFilters) -> QuerySet[Sessi
             # Cast: compared as plain text, not as JSON.
             value = Cast(KeyTextTransform(filters.metadata_key, "metadata"), TextField())
             qs = qs.alias(_meta_value=value).filter(_meta_value=filters.metadata_value)
+    if filters.external_id is not None:
+        qs = qs.filter(external_id=filters.external_id)  # index session_unique_external_id
+    for meta_name, meta_value in filters.metadata_equals:
+        qs = qs.filter(metadata_matches(meta_name, meta_value))
     return qs
+
+
+# A query-string value that spells one of these JSON values also matches that value. An
+# exponent of at most 4 digits: PostgreSQL's numeric overflows past about 1e131072.
+_JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]{1,4})?")
+_JSON_LITERALS = ("true", "false", "null")
+
+
+def metadata_matches(name: str, value: str) -> Q:
+    """Sessions whose metadata has the top-level key `name` holding `value`: the JSON string
+    `value`, or, when `value` spells a JSON number, true, false or null, that JSON value too
+    (`3` matches 3, 3.0 and "3"; `true` matches true and "true"). Nested objects are not
+    looked into: `a.b` is a key with a dot in it.
+
+    A jsonb containment (`metadata @> {"name": …}`), served by the GIN index
+    session_metadata_path: the documents are built here as JSON text, so a number keeps its
+    digits (no float on the way) and PostgreSQL compares it as a number.
+    """
+    key = json.dumps(name, ensure_ascii=False)
+    documents = [f"{{{key}:{json.dumps(value, ensure_ascii=False)}}}"]
+    if value in _JSON_LITERALS or _JSON_NUMBER.fullmatch(value):
+        documents.append(f"{{{key}:{value}}}")
+    match = Q()
+    for document in documents:
+        match |= Q(metadata__contains=Cast(Value(document), JSONField()))
+    return match
 
 
 def page_sessions(

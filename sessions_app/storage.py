@@ -558,6 +558,60 @@ def events_of_kinds(
         ]
 
 
+# --- Several sessions at once: the API list's include=state ----------------------------------
+#
+# A window is (k, session_id, low, high): the events or snapshots of `session_id` with
+# low < seq <= high, on behalf of the k-th session asked about (a lineage segment, clipped).
+# The windows travel as four arrays, so the statement's text is the same for any page.
+
+_WINDOWS = "unnest(%s::int[], %s::uuid[], %s::int[], %s::int[]) AS w(k, session_id, low, high)"
+Window = tuple[int, UUID, int, int]
+
+
+def _window_arrays(windows: Sequence[Window]) -> list[list[Any]]:
+    return [[window[i] for window in windows] for i in range(4)]
+
+
+def nearest_snapshots_in_windows(windows: Sequence[Window]) -> dict[int, tuple[int, str, str, str]]:
+    """For each k of `windows`, its latest snapshot in any of its windows: k -> (seq, state,
+    facts, summary), the JSON as stored (text: each session's decoded apart, so one that cannot
+    be read spoils no other). One statement: per window a backward probe of the unique index
+    (session_id, seq), then only each k's winner is read whole."""
+    if not windows:
+        return {}
+    snapshot = table(Snapshot)
+    with server_bound_cursor() as cursor:
+        cursor.execute(
+            f"SELECT best.k, s.seq, s.state, s.facts, s.summary FROM ("
+            f"SELECT DISTINCT ON (w.k) w.k, w.session_id, found.seq FROM {_WINDOWS}"
+            f" CROSS JOIN LATERAL (SELECT seq FROM {snapshot} WHERE session_id = w.session_id"
+            f" AND seq > w.low AND seq <= w.high ORDER BY seq DESC LIMIT 1) found"
+            f" ORDER BY w.k, found.seq DESC) best"
+            f" JOIN {snapshot} s ON s.session_id = best.session_id AND s.seq = best.seq",
+            _window_arrays(windows),
+        )
+        return {k: (seq, state, facts, summary) for k, seq, state, facts, summary in cursor}
+
+
+def events_of_kinds_in_windows(
+    windows: Sequence[Window], *, kinds: Sequence[str]
+) -> list[tuple[int, int, str, str]]:
+    """(k, seq, kind, content as stored) of the events of `kinds` in `windows`, by k then seq.
+    One statement: a primary-key range scan per window (LATERAL, so never a scan of the table
+    whatever the planner guesses of the arrays' length)."""
+    if not windows:
+        return []
+    with server_bound_cursor() as cursor:
+        cursor.execute(
+            f"SELECT w.k, e.seq, e.kind, e.content FROM {_WINDOWS}"
+            f" CROSS JOIN LATERAL (SELECT seq, kind, content FROM {table(Event)}"
+            f" WHERE session_id = w.session_id AND seq > w.low AND seq <= w.high"
+            f" AND kind = ANY(%s::text[])) e ORDER BY w.k, e.seq",
+            [*_window_arrays(windows), list(kinds)],
+        )
+        return list(cursor.fetchall())
+
+
 # --- Exports: their own connection, a slot each, a server-side cursor ----------------------
 #
 # An export reads through its own psycopg AsyncConnection (core.storage.open_async_connection),

@@ -8,12 +8,14 @@ every SWITCHBOARD_SNAPSHOT_EVERY events bounds that fold, however long the log i
 import copy
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import IntegrityError, transaction
 
 from core.errors import InvalidInput, StoredValueTooDeep
+from core.text import loads_stored
 from sessions_app import storage
 from sessions_app.compaction import refuse_inside_compacted
 from sessions_app.models import EventKind, Session, Snapshot
@@ -112,6 +114,61 @@ def state_at(session: Session, at_seq: int | None = None) -> FoldedState:
         folded.apply(seq, kind, content)
     folded.seq = at_seq
     return folded
+
+
+def head_states(sessions: Sequence[Session]) -> list[FoldedState | StoredValueTooDeep]:
+    """state_at(session) for each of `sessions`, at its head, in order: in two statements
+    whatever their number (a page of the sessions list), not two per session.
+
+    The same fold as state_at: each one's nearest snapshot in its lineage (one statement for
+    all), then its state and fact events after it (one more). A session whose fold meets a
+    value too deep to read (StoredValueTooDeep) gets that refusal instead, and the others are
+    folded as usual. A head is never strictly inside a compacted range (a range ends at or
+    before it), so nothing here is refused as compacted.
+    """
+    heads = [
+        (k, segment_id, lower, session.head_seq if upto is None else min(upto, session.head_seq))
+        for k, session in enumerate(sessions)
+        for segment_id, lower, upto in session.lineage_segments()
+    ]
+    snapshots = storage.nearest_snapshots_in_windows([w for w in heads if w[3] > w[2]])
+    folds: list[FoldedState | StoredValueTooDeep] = []
+    for k in range(len(sessions)):
+        row = snapshots.get(k)
+        if row is None:
+            folds.append(FoldedState(seq=0))
+            continue
+        seq, state, facts, summary = row
+        what = f"The snapshot at seq {seq}"
+        try:
+            folds.append(
+                FoldedState(
+                    seq=seq,
+                    state=loads_stored(state, what=what),
+                    facts=loads_stored(facts, what=what),
+                    summary=summary,
+                )
+            )
+        except StoredValueTooDeep as refused:
+            folds.append(refused)
+    after = [
+        (k, segment_id, max(low, fold.seq), high)
+        for k, segment_id, low, high in heads
+        if isinstance(fold := folds[k], FoldedState) and high > max(low, fold.seq)
+    ]
+    kinds = [str(kind) for kind in FOLDED_KINDS]
+    for k, seq, kind, content in storage.events_of_kinds_in_windows(after, kinds=kinds):
+        fold = folds[k]
+        if not isinstance(fold, FoldedState):
+            continue  # refused already
+        try:
+            fold.apply(seq, kind, loads_stored(content, what=f"The {kind} event at seq {seq}"))
+        except StoredValueTooDeep as refused:
+            folds[k] = refused
+    for session, fold in zip(sessions, folds, strict=True):
+        if isinstance(fold, FoldedState):
+            fold.seq = session.head_seq
+    return folds
 
 
 def state_or_unreadable(session: Session, at_seq: int | None = None) -> FoldedState:

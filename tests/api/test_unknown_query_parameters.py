@@ -122,6 +122,10 @@ def _valid(schema: dict) -> Any:
         return schema["default"]
     if "enum" in schema:
         return schema["enum"][0]
+    if "const" in schema:
+        return schema["const"]
+    if schema.get("type") == "boolean":
+        return "true"
     if schema.get("type") == "array":
         return _valid(schema["items"])
     if schema.get("type") == "integer":
