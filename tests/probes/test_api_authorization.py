@@ -45,6 +45,7 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/sessions"): {"agent": "probe-agent"},
     ("GET", "/sessions"): None,
     ("GET", "/sessions/{session_id}"): None,
+    ("DELETE", "/sessions/{session_id}"): None,  # the control meets the world's hold: 409
     ("POST", "/sessions/{session_id}/events"): {
         "events": [{"kind": "note", "content": {"by": "probe"}}]
     },
