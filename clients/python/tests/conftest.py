@@ -11,6 +11,7 @@ import pytest
 from client_schema import missing_parts
 from switchboard_client import Client, RetryPolicy
 
+from tests.conftest import pytest_runtest_setup  # noqa: F401  (requires_redis, as in tests/)
 from tests.factories import make_api_key, make_project
 from tests.servers import asgi_server
 

@@ -50,6 +50,7 @@ def test_it_asks_lists_and_cancels(sb):
         sb.get_handoff("00000000-0000-0000-0000-000000000000")
 
 
+@pytest.mark.requires_redis("the long-poll's wake-up across polls")
 def test_it_waits_across_polls_for_the_answer(sb, project):
     session = sb.open_session("waiter")
     handoff = sb.request_handoff(session.id, "approval", payload=APPROVAL)
