@@ -8,7 +8,7 @@ import json
 from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from django.conf import settings
@@ -234,6 +234,9 @@ def metadata_filters(query: QueryDict) -> list[tuple[str, str]]:
     return pairs
 
 
+IdempotencyKey = Annotated[str, Field(min_length=1, max_length=200)]
+
+
 class SliceQuery(InSchema):
     after_seq: int | None = Field(None, ge=0, le=MAX_INT)
     before_seq: int | None = Field(None, ge=1, le=MAX_INT)
@@ -241,6 +244,20 @@ class SliceQuery(InSchema):
     kind: list[EventKind] | None = None
     tier: Tier | None = None
     order: Literal["asc", "desc"] = "asc"
+    key: list[IdempotencyKey] | None = Field(
+        None,
+        max_length=100,
+        description="Only the events with one of these idempotency keys (repeat the parameter: "
+        "key=a&key=b, at most 100). With after_seq, before_seq, kind, tier, order and limit as "
+        "for any slice; a fork's include its ancestors' events up to the fork point.",
+    )
+    key_prefix: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="Only the events whose idempotency key starts with this (taken literally: "
+        "% and _ are no wildcards). Not with `key`.",
+    )
 
 
 # --- Response schemas -----------------------------------------------------------------------
@@ -530,7 +547,12 @@ def append(request: HttpRequest, session_id: UUID, payload: AppendIn) -> HttpRes
 
 @router.get(
     "/sessions/{session_id}/events",
-    summary="A positional slice of the log",
+    summary="A slice of the log, by position or by idempotency key",
+    description="Events with after_seq < seq < before_seq, oldest first (order=desc: newest "
+    "first), at most `limit`; `kind` and `tier` filter them. `key` (repeatable) or "
+    "`key_prefix` keeps only the events written with those idempotency keys, in the same "
+    "window and order (page with after_seq, as any slice). A fork's log includes its parent's "
+    "prefix, and its keys.",
     response=responses({200: EventSliceOut}, 404),
 )
 def list_events(request: HttpRequest, session_id: UUID, params: Query[SliceQuery]) -> HttpResponse:
@@ -544,6 +566,8 @@ def list_events(request: HttpRequest, session_id: UUID, params: Query[SliceQuery
         tier=str(params.tier) if params.tier else None,
         newest_first=params.order == "desc",
         as_json=True,  # each event's JSON made by the database, its content as stored
+        keys=params.key,
+        key_prefix=params.key_prefix,
     )
     events = ",".join(page.lines)
     has_more = json.dumps(page.has_more)

@@ -62,6 +62,8 @@ def slice_events(
     tier: str | None = None,
     newest_first: bool = False,
     as_json: bool = False,
+    keys: list[str] | None = None,
+    key_prefix: str | None = None,
 ) -> EventSlice:
     """A positional slice: events with after_seq < seq < before_seq, at most `limit` of them.
     With `as_json`, the events come as `lines`, each one's JSON made by the database
@@ -69,9 +71,19 @@ def slice_events(
 
     Walks the lineage segment by segment along the primary key, so reading the last 50 events
     of a million-event session, or of a fork of one, touches about 50 index entries.
+
+    With `keys` (or `key_prefix`), only the events whose idempotency_key is one of them (or
+    starts with it), in the same window and order: a fork's include its ancestors' up to
+    where it took them (their keys are the fork's too, services.events). Those segments are
+    read through the unique index on the key when few events match (storage._key_condition).
     """
     if limit < 1 or limit > 1000:
         raise InvalidInput("limit must be between 1 and 1000.", detail={"limit": limit})
+    if keys is not None and key_prefix is not None:
+        raise InvalidInput(
+            "Ask for events by key or by key_prefix, not both.",
+            detail={"keys": keys, "key_prefix": key_prefix},
+        )
     if tier is None and kinds and all(DEFAULT_TIER.get(k) == Tier.DURABLE for k in kinds):
         # Durable-only kinds live behind the partial index on durable events: far fewer rows
         # to walk than the whole log when filtering a long session for facts or decisions.
@@ -100,6 +112,8 @@ def slice_events(
                 newest_first=newest_first,
                 limit=wanted - len(rows),
                 as_json=as_json,
+                keys=keys,
+                key_prefix=key_prefix,
             )
         )
         if len(rows) >= wanted:

@@ -470,6 +470,8 @@ def segment_rows(
     newest_first: bool,
     limit: int,
     as_json: bool = False,
+    keys: Sequence[str] | None = None,
+    key_prefix: str | None = None,
 ) -> list[Any]:
     """Rows of one lineage segment with low < seq <= high, along the primary key.
 
@@ -477,6 +479,9 @@ def segment_rows(
     undecoded, so it can be spliced into a response as it is. With `as_json`, each row is the
     event's JSON as the API sends it, made by PostgreSQL (_EVENT_LINE, the export's lines): a
     1,000-event slice spent more of its server time formatting rows in Python than reading them.
+
+    With `keys` or `key_prefix`, only events whose idempotency_key is one of `keys` or starts
+    with `key_prefix`: see _key_condition for the plan.
     """
     selected = _EVENT_LINE if as_json else _SEGMENT_COLUMNS
     sql = [f"SELECT {selected} FROM {table(Event)} WHERE session_id = %s AND seq > %s"]
@@ -490,13 +495,43 @@ def segment_rows(
     if tier:
         sql.append(" AND tier = %s")
         params.append(tier)
+    by_key = keys is not None or key_prefix is not None
+    if by_key:
+        condition, condition_params = _key_condition(keys, key_prefix)
+        sql.append(f" AND {condition}")
+        params.extend(condition_params)
     sql.append(f" ORDER BY seq {'DESC' if newest_first else 'ASC'} LIMIT %s")
     params.append(limit)
-    with server_bound_cursor() as cursor:
+    # A read by key is planned with its values (Django's client-side binding), never prepared:
+    # a prepared statement's generic plan cannot turn `LIKE $n` into the index range the
+    # prefix bounds, and PostgreSQL picks it after five runs when it looks cheaper than the
+    # custom plans (a walk of the whole log along the primary key, filtering by key).
+    with connection.cursor() if by_key else server_bound_cursor() as cursor:
         cursor.execute("".join(sql), params)
         if as_json:
             return [line for (line,) in cursor.fetchall()]
         return [dict(zip(SLICE_KEYS, row, strict=True)) for row in cursor.fetchall()]
+
+
+def escape_like(text: str) -> str:
+    """`text` as a LIKE pattern matching itself (backslash is LIKE's default escape)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _key_condition(keys: Sequence[str] | None, key_prefix: str | None) -> tuple[str, list[Any]]:
+    """Events whose idempotency_key is one of `keys` (equality), or starts with `key_prefix`.
+
+    Both are range scans of the unique index on (session_id, idempotency_key) when few events
+    match (migration sessions_app 0007 gives the key the pattern operator class, so a prefix is
+    a range of it under any collation): one probe per key, or the prefix's range, then the rows
+    sorted by seq. When many match, the planner walks the primary key in seq order instead,
+    filtering, and stops at the page's LIMIT: either way a page costs about what it returns.
+    """
+    if keys is not None:
+        return "idempotency_key = ANY(%s)", [list(keys)]
+    if key_prefix is None:
+        raise ValueError("keys or key_prefix")
+    return "idempotency_key LIKE %s", [escape_like(key_prefix) + "%"]
 
 
 def _lineage_where(
