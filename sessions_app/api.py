@@ -100,7 +100,15 @@ class EventIn(InSchema):
     content: dict[str, Any] = Field(default_factory=dict)
     tokens: json_int(ge=0, le=MAX_INT) = 0
     cost: EventCost = Decimal("0")
-    idempotency_key: str | None = Field(None, min_length=1, max_length=200)
+    idempotency_key: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="A key already used in the session's log (a fork's includes its parent's "
+        "prefix) answers the event written with it (replayed) and writes nothing, when this "
+        "event repeats it (kind, tier, role, content, tokens, cost); otherwise 409 "
+        "idempotency_key_reused, with the original's seq.",
+    )
 
 
 class AppendIn(InSchema):

@@ -15,6 +15,13 @@ class PartialReplay(Conflict):
     code = "idempotency_partial_replay"
 
 
+class IdempotencyKeyReused(Conflict):
+    """An idempotency_key already used in the session's history, sent with a different event:
+    not a retry, so neither written nor answered with the original (services.events)."""
+
+    code = "idempotency_key_reused"
+
+
 class SessionTakenOver(Conflict):
     """A person has taken the conversation over: the agent's appends wait for the hand-back."""
 

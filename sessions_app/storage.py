@@ -534,6 +534,39 @@ def _key_condition(keys: Sequence[str] | None, key_prefix: str | None) -> tuple[
     return "idempotency_key LIKE %s", [escape_like(key_prefix) + "%"]
 
 
+def events_with_keys(
+    segments: list[tuple[UUID, int, int | None]], keys: Sequence[str]
+) -> list[Event]:
+    """The events of a lineage whose idempotency_key is one of `keys`, oldest first: a
+    session's own and, for a fork, each ancestor's up to where the fork took it.
+
+    One statement, one branch per segment (UNION ALL), each one probe of the unique index on
+    (session_id, idempotency_key) per key. A root session's is one branch without a seq range:
+    the look-up every keyed append made before forks were looked through.
+    """
+    columns, fields = select_list(Event, "e")
+    branches: list[str] = []
+    params: list[Any] = []
+    select = f"SELECT {columns} FROM {table(Event)} e WHERE e.session_id = %s"
+    for segment_id, lower, upto in segments:
+        branch = select
+        params.append(segment_id)
+        if lower:
+            branch += " AND e.seq > %s"
+            params.append(lower)
+        if upto is not None:
+            branch += " AND e.seq <= %s"
+            params.append(upto)
+        branches.append(branch + " AND e.idempotency_key = ANY(%s)")
+        params.append(list(keys))
+    with server_bound_cursor() as cursor:
+        cursor.execute(" UNION ALL ".join(branches), params)
+        rows = cursor.fetchall()
+    events = [instance_from_row(Event, fields, row) for row in rows]
+    events.sort(key=lambda event: event.seq)
+    return events
+
+
 def _lineage_where(
     segments: list[tuple[UUID, int, int | None]], *, after: int, upto: int
 ) -> tuple[str, list[Any]]:

@@ -24,8 +24,8 @@ from core.actors import Actor
 from core.errors import InvalidInput, PayloadTooLarge
 from core.text import MAX_JSON_DEPTH, check_storable, within_bounds
 from sessions_app import storage
-from sessions_app.errors import PartialReplay
-from sessions_app.models import WRITABLE_STATUSES, Event, Session, SessionStatus
+from sessions_app.errors import IdempotencyKeyReused, PartialReplay
+from sessions_app.models import DEFAULT_TIER, WRITABLE_STATUSES, Event, Session, SessionStatus
 
 from ..signals import budget_exceeded
 from .lifecycle import transition_locked
@@ -172,10 +172,14 @@ def append_events(
 ) -> AppendResult:
     """Append a batch from an agent (or human) and return every event, in request order.
 
-    Events whose idempotency_key was already used in this session are answered with the
-    original event and not written again. Raises SessionNotWritable (closed/archived),
-    HeadSeqMismatch (expected_head_seq given and stale; nothing written) or InvalidInput.
-    Announces the new range after commit; may pause the session when its budget runs out.
+    Events whose idempotency_key was already used in this session's history (its own log or,
+    for a fork, an ancestor's up to the fork point) are answered with the original event and
+    not written again, when they repeat it (_changed_fields); an event that does not is
+    refused with IdempotencyKeyReused, and nothing of the batch is written. For that look-up
+    `session` carries its ancestry (a loaded row). Raises SessionNotWritable
+    (closed/archived), HeadSeqMismatch (expected_head_seq given and stale; nothing written) or
+    InvalidInput. Announces the new range after commit; may pause the session when its budget
+    runs out.
     """
     if not drafts:
         raise InvalidInput("An append needs at least one event.")
@@ -204,6 +208,8 @@ def append_events(
     # and the second look-up then finds its rows.
     for attempt in range(2):
         originals = _originals_by_key(session, keys) if keys else {}
+        if originals:
+            _refuse_changed_replays(drafts, originals)
         fresh = [d for d in drafts if d.idempotency_key not in originals]
         if originals and any(d.idempotency_key is None for d in fresh):
             # A retry of a batch that mixes keyed and unkeyed events: the unkeyed ones may have
@@ -236,11 +242,88 @@ def append_events(
 
 
 def _originals_by_key(session: Session, keys: list[str]) -> dict[str, Event]:
-    return {
-        event.idempotency_key: event
-        for event in Event.objects.filter(session_id=session.pk, idempotency_key__in=keys)
-        if event.idempotency_key is not None
-    }
+    """The event holding each of `keys` in the session's visible history: its own log and,
+    for a fork, its ancestors' up to the fork point, whose keys it inherits with the events
+    (invariant 3 across the lineage). One statement (storage.events_with_keys). Were a key
+    held twice (a fork's own event written with an inherited key before forks were looked
+    through), the earlier event answers."""
+    originals: dict[str, Event] = {}
+    for event in storage.events_with_keys(session.lineage_segments(), keys):
+        if event.idempotency_key is not None:
+            originals.setdefault(event.idempotency_key, event)
+    return originals
+
+
+def _changed_fields(draft: EventDraft, original: Event) -> list[str]:
+    """What `draft` says differently from the event first written with its key.
+
+    A retry repeats everything the caller says about the event: kind, tier (an omitted tier
+    is the kind's default, as when it was written), role, content, tokens and cost. Content
+    is compared as JSON (_same_json); cost as a decimal ("0.5" is "0.500000"). Who sends it
+    (the actor, the API key) is not compared: a retry may come through a rotated key.
+    """
+    changed = []
+    if draft.kind != original.kind:
+        changed.append("kind")
+    if (draft.tier or DEFAULT_TIER[draft.kind]) != original.tier:
+        changed.append("tier")
+    if draft.role != original.role:
+        changed.append("role")
+    if not _same_json(_as_json(draft.content), original.content):
+        changed.append("content")
+    if draft.tokens != original.tokens:
+        changed.append("tokens")
+    if Decimal(draft.cost) != original.cost:
+        changed.append("cost")
+    return changed
+
+
+def _as_json(content: object) -> object:
+    """Content as stored: a Python caller's tuples and non-text keys become what JSON makes
+    of them. The API's content is JSON already and is taken as it is."""
+    try:
+        return json.loads(json.dumps(content))
+    except (TypeError, ValueError):
+        return content
+
+
+def _same_json(a: object, b: object) -> bool:
+    """Equal as JSON values: objects by their members in any order, arrays item by item,
+    numbers by value (1 and 1.0 are one number, as PostgreSQL's jsonb holds them), and
+    nothing across types (true is not 1, "1" is not 1, null is not "")."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_json(value, b[key]) for key, value in a.items())
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and a == b
+
+
+def _refuse_changed_replays(drafts: Sequence[EventDraft], originals: dict[str, Event]) -> None:
+    """IdempotencyKeyReused for the first event whose key is known and which does not repeat
+    the event written with it (as payment APIs refuse a key reused with other parameters):
+    answering it with the original would tell the caller that what it sent was stored."""
+    for position, draft in enumerate(drafts):
+        if draft.idempotency_key is None or draft.idempotency_key not in originals:
+            continue
+        original = originals[draft.idempotency_key]
+        changed = _changed_fields(draft, original)
+        if changed:
+            raise IdempotencyKeyReused(
+                f"idempotency_key {draft.idempotency_key!r} was used for the event at seq "
+                f"{original.seq}, which had another {', '.join(changed)}; a retry must send "
+                "the same event, and a new event needs a new key.",
+                detail={
+                    "index": position,
+                    "idempotency_key": draft.idempotency_key,
+                    "seq": original.seq,
+                    "session_id": str(original.session_id),
+                    "changed": changed,
+                },
+            )
 
 
 def _result(

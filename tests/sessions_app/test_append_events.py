@@ -96,8 +96,29 @@ def test_it_answers_a_repeated_idempotency_key_with_the_original_and_writes_noth
     assert first.status_code == 201
     before = _state(session)
 
-    # A retry, even with different content, is answered with the originals.
+    # A retry (the same events) is answered with the originals.
     retry = api.post(
+        f"/sessions/{session.pk}/events",
+        {
+            "events": [
+                {
+                    "kind": "message",
+                    "content": {"text": "once"},
+                    "tokens": 3,
+                    "idempotency_key": "a",
+                },
+                {"kind": "note", "content": {"n": 1}, "idempotency_key": "b"},
+            ]
+        },
+    )
+    assert retry.status_code == 200
+    assert [(e["seq"], e["replayed"]) for e in retry.json()["events"]] == [(1, True), (2, True)]
+    assert retry.json()["head_seq"] == 2
+    assert _state(session) == before
+
+    # The same keys with other events are no retry: 409, nothing written
+    # (tests/sessions_app/test_idempotent_replays.py).
+    changed = api.post(
         f"/sessions/{session.pk}/events",
         {
             "events": [
@@ -111,9 +132,8 @@ def test_it_answers_a_repeated_idempotency_key_with_the_original_and_writes_noth
             ]
         },
     )
-    assert retry.status_code == 200
-    assert [(e["seq"], e["replayed"]) for e in retry.json()["events"]] == [(1, True), (2, True)]
-    assert retry.json()["head_seq"] == 2
+    error = _assert_error(changed, 409, "idempotency_key_reused")
+    assert (error["detail"]["seq"], error["detail"]["changed"]) == (1, ["content", "tokens"])
     assert _state(session) == before
     assert Event.objects.get(session=session, seq=1).content == {"text": "once"}
 
@@ -127,7 +147,7 @@ def test_it_writes_only_the_new_keys_of_a_partly_replayed_batch(api, session):
         {
             "events": [
                 {"kind": "note", "content": {"new": 1}, "idempotency_key": "b"},
-                {"kind": "note", "content": {"again": 1}, "idempotency_key": "a"},
+                {"kind": "note", "idempotency_key": "a"},
                 {"kind": "note", "content": {"new": 2}, "idempotency_key": "c"},
             ]
         },

@@ -103,7 +103,7 @@ def test_it_replays_idempotency_keys_on_the_one_statement_path(api, session, sta
         {
             "events": [
                 {"kind": "note", "content": {"n": 2}, "idempotency_key": "b"},
-                {"kind": "note", "idempotency_key": "a"},
+                {"kind": "note", "content": {"n": 1}, "idempotency_key": "a"},
             ]
         },
     )
