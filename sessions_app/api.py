@@ -42,7 +42,7 @@ from .models import AGENT_KINDS, EventKind, Session, SessionStatus, Tier
 from .queries import slice_events
 from .services.events import EventDraft, append_events
 from .services.lifecycle import close_session, pause_session, resume_session
-from .services.sessions import fork_session
+from .services.sessions import open_fork
 from .services.state import FoldedState, state_at, take_snapshot
 
 router = Router(tags=["sessions"])
@@ -148,10 +148,32 @@ class ReasonIn(InSchema):
 
 
 class ForkIn(InSchema):
-    model_config = ConfigDict(json_schema_extra={"examples": [{"at_seq": 1, "title": "retry"}]})
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "at_seq": 1,
+                    "external_id": "ticket-4812-retry-1",
+                    "title": "retry",
+                    "metadata": {"attempt": 2},
+                }
+            ]
+        }
+    )
 
     at_seq: json_int(ge=0, le=MAX_INT)
-    title: str = Field("", max_length=300)
+    external_id: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="The fork's own external_id (unique in the project, as a session's). The "
+        "same fork asked for again (this parent, this at_seq) answers the fork made first, 200; "
+        "an external_id held by any other session is 409 external_id_taken.",
+    )
+    title: str = Field("", max_length=300, description='default "Fork of <parent title>"')
+    metadata: dict[str, Any] | None = Field(
+        None, description="the fork's metadata; omitted, a copy of the parent's"
+    )
 
 
 class SessionListQuery(InSchema):
@@ -619,18 +641,30 @@ def create_snapshot(request: HttpRequest, session_id: UUID) -> HttpResponse:
 
 @router.post(
     "/sessions/{session_id}/fork",
-    summary="Fork (or rewind) at a seq",
-    response=responses({201: SessionOut}, 404, 410, body=True),
+    summary="Fork (or rewind) at a seq (idempotent by external_id)",
+    response=responses({201: SessionOut, 200: SessionOut}, 404, 409, 410, body=True),
+    openapi_extra={
+        "responses": {
+            200: {"description": "The fork made before with this external_id"},
+            409: {"description": "external_id_taken: another session holds the external_id"},
+        }
+    },
 )
 def fork(request: HttpRequest, session_id: UUID, payload: ForkIn) -> HttpResponse:
     api_key = request_key(request)
-    # fork_session reads the parent (locked, scoped to the key's project: 404 otherwise).
+    # open_fork reads the parent (locked, scoped to the key's project: 404 otherwise).
     parent = Session(pk=session_id, project_id=api_key.project_id)
-    child = fork_session(
-        parent, at_seq=payload.at_seq, actor=Actor.for_key(api_key), title=payload.title
+    child, created = open_fork(
+        parent,
+        at_seq=payload.at_seq,
+        actor=Actor.for_key(api_key),
+        title=payload.title,
+        external_id=payload.external_id,
+        metadata=payload.metadata,
     )
-    child.agent = child.parent.agent
-    return json_response(session_to_dict(child), status=201)
+    if created:
+        child.agent = child.parent.agent  # a fork found by external_id has its own loaded
+    return json_response(session_to_dict(child), status=201 if created else 200)
 
 
 def _lifecycle(

@@ -22,6 +22,13 @@ class IdempotencyKeyReused(Conflict):
     code = "idempotency_key_reused"
 
 
+class ExternalIdTaken(Conflict):
+    """The project's external_id belongs to a session that is not the one asked for: one of
+    another agent (opening), or not a fork of that parent at that seq (forking)."""
+
+    code = "external_id_taken"
+
+
 class SessionTakenOver(Conflict):
     """A person has taken the conversation over: the agent's appends wait for the hand-back."""
 

@@ -21,7 +21,7 @@ from sessions_app.models import Agent, Session, SessionStatus
 from sessions_app.queries import export_header, open_export
 
 from ..domain_events import SessionOpened
-from ..errors import ExportBusy
+from ..errors import ExportBusy, ExternalIdTaken
 
 
 def get_or_register_agent(project: Project, name: str, version: str = "") -> Agent:
@@ -47,12 +47,16 @@ def open_session(
     budget_max_tokens: int | None = None,
     budget_max_cost: Decimal | None = None,
 ) -> tuple[Session, bool]:
-    """Open a session, or return the project's session with this `external_id` (created=False)."""
+    """Open a session, or return the project's session with this `external_id` (created=False).
+
+    An `external_id` held by a session of another agent (opened, or given to a fork) is not
+    that session: ExternalIdTaken (409), naming the agent that holds it.
+    """
     if not agent_name:
         raise InvalidInput("A session needs an agent name.")
     check_storable_values(metadata=metadata)
     if external_id is not None:
-        existing = Session.objects.filter(project=project, external_id=external_id).first()
+        existing = _opened_with(project, external_id, agent_name)
         if existing is not None:
             return existing, False
     agent = get_or_register_agent(project, agent_name)
@@ -80,18 +84,129 @@ def open_session(
         # The same external_id opened concurrently: the constraint picked one winner.
         if external_id is None:
             raise
-        return Session.objects.get(project=project, external_id=external_id), False
+        winner = _opened_with(project, external_id, agent_name)
+        if winner is None:
+            raise
+        return winner, False
     return session, True
 
 
-def fork_session(parent: Session, *, at_seq: int, actor: Actor, title: str = "") -> Session:
+def _holding(project_id: int, external_id: str) -> Session | None:
+    """The project's session with this external_id, with its agent."""
+    return (
+        Session.objects.select_related("agent")
+        .filter(project_id=project_id, external_id=external_id)
+        .first()
+    )
+
+
+def _opened_with(project: Project, external_id: str, agent_name: str) -> Session | None:
+    """The session opened with `external_id`, if any; ExternalIdTaken if its agent is not
+    `agent_name` (answering with another agent's session would hand its log to this one)."""
+    existing = _holding(project.pk, external_id)
+    if existing is not None and existing.agent.name != agent_name:
+        raise ExternalIdTaken(
+            f"external_id {external_id!r} belongs to a session of agent "
+            f"{existing.agent.name!r}, not {agent_name!r}.",
+            detail={
+                "external_id": external_id,
+                "session_id": str(existing.pk),
+                "agent": existing.agent.name,
+            },
+        )
+    return existing
+
+
+def fork_session(
+    parent: Session,
+    *,
+    at_seq: int,
+    actor: Actor,
+    title: str = "",
+    external_id: str | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> Session:
+    """open_fork's fork, new or (by `external_id`) found."""
+    return open_fork(
+        parent, at_seq=at_seq, actor=actor, title=title, external_id=external_id, metadata=metadata
+    )[0]
+
+
+def open_fork(
+    parent: Session,
+    *,
+    at_seq: int,
+    actor: Actor,
+    title: str = "",
+    external_id: str | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> tuple[Session, bool]:
     """A copy-on-write fork: history = parent's up to `at_seq`, then its own. Copies no event.
 
     Rewinding is forking at an earlier seq. The fork opens fresh (status open, usage zero,
-    the parent's budget). `parent` needs only its pk and project_id (the API passes no more):
-    the row is read here, locked, with its agent; a session of another project is not found.
-    The returned fork's `parent` is that row.
+    the parent's budget), with `metadata` or else a copy of the parent's, and `title` or else
+    "Fork of <parent's title>". `parent` needs only its pk and project_id (the API passes no
+    more): the row is read here, locked, with its agent; a session of another project is not
+    found. The returned fork's `parent` is that row.
+
+    Idempotent by `external_id`, as opening is: when the project's session with it is a fork of
+    `parent` at `at_seq`, that fork is returned (created=False; its title and metadata as they
+    were, whatever these say), also to a request that raced the one that made it; when it is
+    any other session, ExternalIdTaken (409).
     """
+    check_storable_values(metadata=metadata)
+    if external_id is not None:
+        existing = _forked_with(parent, at_seq, external_id)
+        if existing is not None:
+            return existing, False
+    try:
+        return _fork(
+            parent,
+            at_seq=at_seq,
+            actor=actor,
+            title=title,
+            external_id=external_id,
+            metadata=metadata,
+        ), True
+    except IntegrityError:
+        # The same external_id taken concurrently: the constraint picked one winner.
+        if external_id is None:
+            raise
+        winner = _forked_with(parent, at_seq, external_id)
+        if winner is None:
+            raise
+        return winner, False
+
+
+def _forked_with(parent: Session, at_seq: int, external_id: str) -> Session | None:
+    """The fork made with `external_id`, if any; ExternalIdTaken if the session holding it is
+    not a fork of `parent` at `at_seq`."""
+    existing = _holding(parent.project_id, external_id)
+    if existing is None:
+        return None
+    if existing.parent_id != parent.pk or existing.fork_seq != at_seq:
+        raise ExternalIdTaken(
+            f"external_id {external_id!r} belongs to another session than a fork of this "
+            f"session at seq {at_seq}.",
+            detail={
+                "external_id": external_id,
+                "session_id": str(existing.pk),
+                "parent_id": None if existing.parent_id is None else str(existing.parent_id),
+                "fork_seq": existing.fork_seq,
+            },
+        )
+    return existing
+
+
+def _fork(
+    parent: Session,
+    *,
+    at_seq: int,
+    actor: Actor,
+    title: str,
+    external_id: str | None,
+    metadata: dict[str, Any] | None,
+) -> Session:
     with transaction.atomic():
         # The parent's row lock orders this fork after any compaction of the parent in flight
         # (compaction locks it FOR UPDATE and never passes a live fork's fork_seq, see
@@ -115,9 +230,10 @@ def fork_session(parent: Session, *, at_seq: int, actor: Actor, title: str = "")
         fork = Session(
             project_id=parent.project_id,
             agent_id=parent.agent_id,
+            external_id=external_id,
             title=title or (f"Fork of {parent.title}" if parent.title else ""),
             status=SessionStatus.OPEN,
-            metadata=parent.metadata,
+            metadata=parent.metadata if metadata is None else metadata,
             head_seq=at_seq,
             budget_max_tokens=parent.budget_max_tokens,
             budget_max_cost=parent.budget_max_cost,
@@ -131,7 +247,11 @@ def fork_session(parent: Session, *, at_seq: int, actor: Actor, title: str = "")
             action="session.fork",
             target_type="session",
             target_id=fork.pk,
-            detail={"parent": str(parent.pk), "at_seq": at_seq},
+            detail={
+                "parent": str(parent.pk),
+                "at_seq": at_seq,
+                **({} if external_id is None else {"external_id": external_id}),
+            },
         )
         opened = SessionOpened(
             project_id=parent.project_id,
