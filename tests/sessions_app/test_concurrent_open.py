@@ -10,7 +10,7 @@ got past the look-up); over ROUNDS rounds a race that never reaches the insert i
 The last test makes it certain: the session is opened in a transaction held open until every
 racer waits on its row (tests.multiproc.run_behind_lock), so all of them miss it in the look-up
 and all of them meet the constraint.
-(Forks take no external_id: POST /sessions/{id}/fork has none to race.)
+(A fork's external_id is raced in test_concurrent_keys.py.)
 """
 
 import pytest
