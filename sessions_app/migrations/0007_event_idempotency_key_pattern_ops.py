@@ -15,13 +15,16 @@ _WHERE = "WHERE idempotency_key IS NOT NULL"
 
 def _build(name: str, opclass: str) -> str:
     return (
-        f'CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS "{name}_new" ON "{_TABLE}"'
+        f'CREATE UNIQUE INDEX CONCURRENTLY "{name}_new" ON "{_TABLE}"'
         f' ("session_id", "idempotency_key" {opclass}) {_WHERE}'
     )
 
 
 def _swap(name: str, opclass: str) -> list[str]:
     return [
+        # A build that failed half-way leaves an INVALID index behind, which must not be the one
+        # renamed over the old: start again from nothing.
+        f'DROP INDEX CONCURRENTLY IF EXISTS "{name}_new"',
         _build(name, opclass),
         f'DROP INDEX CONCURRENTLY IF EXISTS "{name}"',
         f'ALTER INDEX "{name}_new" RENAME TO "{name}"',
