@@ -246,6 +246,10 @@ class ReasonForm(forms.Form):
     reason = forms.CharField(label="Reason", required=False, max_length=1000, strip=True)
 
 
+class DeleteSessionForm(forms.Form):
+    with_forks = forms.BooleanField(label="And its forks", required=False)
+
+
 class ForkForm(forms.Form):
     at_seq = forms.IntegerField(label="Fork at seq", min_value=0)
     title = forms.CharField(label="Title", required=False, max_length=300, strip=True)

@@ -57,6 +57,7 @@ urlpatterns = [
     path("sessions/<uuid:session_id>/resume/", views.session_resume, name="session_resume"),
     path("sessions/<uuid:session_id>/close/", views.session_close, name="session_close"),
     path("sessions/<uuid:session_id>/fork/", views.session_fork, name="session_fork"),
+    path("sessions/<uuid:session_id>/delete/", views.session_delete, name="session_delete"),
     # Human handoffs: the project's queue, one handoff's workspace (viewer and up to read),
     # its actions (operator and up, the lease holder for most; admin to reassign).
     path("p/<int:project_id>/handoffs/", handoff_views.handoff_queue, name="handoff_queue"),

@@ -36,6 +36,7 @@ from core.pages import (
     user_projects,
 )
 from core.ratelimit import forget_signin_failures, record_signin_failure, signin_lockout
+from retention_app.services.deletion import delete_session
 from sessions_app.access import get_session_for_user
 from sessions_app.errors import Compacted
 from sessions_app.http import jsonl_export_response
@@ -57,6 +58,7 @@ from switchboard.context import (
     timeline,
 )
 from switchboard.forms import (
+    DeleteSessionForm,
     EventLogForm,
     ForkForm,
     InspectorForm,
@@ -370,6 +372,32 @@ def session_fork(request: HttpRequest, session_id: str) -> HttpResponse:
     )
     messages.success(request, f"Forked at seq {fork.fork_seq}. This is the fork.")
     url = reverse("dashboard:session_detail", args=[fork.pk])
+    if request.htmx:  # type: ignore[attr-defined]
+        return HttpResponseClientRedirect(url)
+    return redirect(url)
+
+
+@require_POST
+@login_required
+def session_delete(request: HttpRequest, session_id: str) -> HttpResponse:
+    """Delete the session whole (admins), as DELETE /api/v1/sessions/{id} does; then its list."""
+    session, _ = get_session_for_user(request.user, session_id, Role.ADMIN)
+    form = DeleteSessionForm(request.POST)
+    if not form.is_valid():
+        return _bad_form(request, session, form)
+    deleted = delete_session(
+        session.project_id,
+        session.pk,
+        actor=Actor.for_user(request.user),  # type: ignore[arg-type]
+        with_forks=form.cleaned_data["with_forks"],
+    )
+    forks = len(deleted.session_ids) - 1
+    messages.success(
+        request,
+        f"Session deleted{f' with {forks} fork(s)' if forks else ''}"
+        f" ({deleted.events_deleted} events).",
+    )
+    url = reverse("dashboard:session_list", args=[session.project_id])
     if request.htmx:  # type: ignore[attr-defined]
         return HttpResponseClientRedirect(url)
     return redirect(url)

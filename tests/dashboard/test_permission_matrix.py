@@ -205,6 +205,13 @@ def forked(response, world: World, before: dict[str, Any]) -> None:
     assert ("session.fork", str(fork.pk)) in snapshot()["audit"]
 
 
+def deleted(response, world: World, before: dict[str, Any]) -> None:
+    assert response.status_code == 302, response.status_code
+    assert response["Location"] == reverse("dashboard:session_list", args=[world.team.project.pk])
+    assert not Session.objects.filter(pk=world.session.pk).exists()
+    assert ("session.delete", str(world.session.pk)) in snapshot()["audit"]
+
+
 def console_page(response, world: World, before: dict[str, Any]) -> None:
     page(response, world, before)
     assert b"console-nav" in response.content
@@ -407,6 +414,7 @@ MATRIX: dict[str, Row] = {
     "dashboard:session_resume": Row("post", "operator", moved_to("resumed"), prepare=paused),
     "dashboard:session_close": Row("post", "operator", moved_to("closed")),
     "dashboard:session_fork": Row("post", "operator", forked, data={"at_seq": 3}),
+    "dashboard:session_delete": Row("post", "admin", deleted),
     # Handoffs: the queue and the workspace are reads; claiming is an operator's, every
     # other action the lease holder's (an operator), reassigning an admin's.
     "dashboard:handoff_queue": Row("get", "viewer", page),

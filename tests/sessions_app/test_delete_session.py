@@ -17,6 +17,7 @@ from django.conf import settings as django_settings
 from django.db import connection, transaction
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
 
 from config.asgi import application
 from core.actors import Actor
@@ -312,6 +313,42 @@ def test_webhook_endpoints_can_subscribe_to_it(project):
         project, url="https://hooks.example.com/h", events=["session.deleted"], actor=TESTER
     )
     assert endpoint.events == ["session.deleted"]
+
+
+# --- The dashboard -------------------------------------------------------------------------
+
+
+def test_an_admin_deletes_it_from_its_page(team):
+    session = fill(make_session(team.project, title="Done with"))
+    fork = fork_session(session, at_seq=2, actor=TESTER)
+    page = reverse("dashboard:session_detail", args=[session.pk])
+    url = reverse("dashboard:session_delete", args=[session.pk])
+    admin, operator = team.client("admin"), team.client("operator")
+    assert 'form="delete-form"' in admin.get(page).content.decode()
+    assert 'form="delete-form"' not in operator.get(page).content.decode()
+
+    assert operator.post(url).status_code == 403
+    refused = admin.post(url)
+    assert refused.status_code == 409
+    assert "fork" in refused.content.decode()
+    assert Session.objects.filter(pk__in=[session.pk, fork.pk]).count() == 2
+
+    response = admin.post(url, {"with_forks": "on"})
+
+    assert response.status_code == 302
+    assert response["Location"] == reverse("dashboard:session_list", args=[team.project.pk])
+    assert rows_of(session.pk) == GONE and rows_of(fork.pk) == GONE
+    entry = AuditEntry.objects.get(action="session.delete", target_id=str(session.pk))
+    assert entry.actor == f"user:{team.admin.get_username()}"
+    followed = admin.get(response["Location"]).content.decode()
+    assert "Session deleted with 1 fork(s)" in followed
+
+
+def test_another_projects_admin_cannot_delete_it(team):
+    session = make_session(team.project)
+    outsider = team.client("outsider")
+    assert outsider.post(reverse("dashboard:session_delete", args=[session.pk])).status_code == 404
+    assert Session.objects.filter(pk=session.pk).exists()
 
 
 # --- Live pages ----------------------------------------------------------------------------
