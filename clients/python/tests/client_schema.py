@@ -12,7 +12,7 @@ unless the model gives it a default. It returns the problems found, in words.
 import dataclasses
 import types
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from decimal import Decimal
 from typing import Any, Literal
@@ -23,22 +23,6 @@ from switchboard_client._decode import json_name
 API = "/api/v1"
 # The OpenAPI extension listing an operation's parameter prefixes (core.schemas.QUERY_PREFIXES).
 QUERY_PREFIXES = "x-query-parameter-prefixes"
-
-# What the client calls that the server may not serve yet: issue 24's routes, written to their
-# documented shape while they were being added. Their tests skip, naming what is missing, while
-# the served schema lacks it, and run as soon as it has it; the schema test excuses their
-# absence only. Remove an entry once main serves it.
-PENDING: dict[str, set[str]] = {
-    "SESSION_DELETE": {"operation"},
-    "SESSION_LIST": {
-        "query:external_id",
-        "query:has_pending_handoff",
-        "query:include",
-        "query:metadata.",
-    },
-    "EVENTS_SLICE": {"query:key", "query:key_prefix"},
-    "SESSION_FORK": {"body:external_id", "body:metadata", "status:200"},
-}
 
 
 def resolve(schema: dict, node: dict) -> dict:
@@ -61,29 +45,6 @@ def body_schema(schema: dict, served: dict) -> dict:
         if option.get("type") != "null":
             return resolve(schema, option)
     return node
-
-
-def missing_parts(schema: dict, name: str, parts: set[str]) -> list[str]:
-    """Which of `parts` ("operation", "query:<name>", "body:<field>", "status:<code>") the
-    served schema lacks for operations.<name>."""
-    served = operation_schema(schema, operations.OPERATIONS[name])
-    if served is None:
-        return sorted(parts)
-    missing = []
-    for part in parts:
-        kind, _, what = part.partition(":")
-        if kind == "query":
-            names = {p["name"] for p in served.get("parameters", []) if p["in"] == "query"}
-            found = what in names or what in served.get(QUERY_PREFIXES, [])
-        elif kind == "body":
-            found = what in body_schema(schema, served).get("properties", {})
-        elif kind == "status":
-            found = what in served["responses"]
-        else:
-            found = True
-        if not found:
-            missing.append(part)
-    return sorted(missing)
 
 
 def _members(tp: Any) -> tuple[list[Any], bool]:
@@ -113,7 +74,6 @@ def _enum(node: dict) -> set[Any] | None:
 class Drift:
     def __init__(self, schema: dict) -> None:
         self.schema = schema
-        self.excused: list[str] = []  # pending parts not served yet
         self.unread: set[str] = set()  # schema fields no model reads (information)
 
     # --- schema nodes ---------------------------------------------------------------------
@@ -263,21 +223,13 @@ class Drift:
         }.get(tp, False)
         return [] if ok else mismatch
 
-    def body(
-        self, td: type, node: dict, where: str, missing: Callable[[str], list[str]] | None = None
-    ) -> list[str]:
-        """`missing(key)`: the problems of a field the schema lacks (an operation's body
-        excuses the pending ones)."""
+    def body(self, td: type, node: dict, where: str) -> list[str]:
         node = resolve(self.schema, node)
         properties, required = node.get("properties", {}), set(node.get("required", []))
         problems = []
         for key, tp in typing.get_type_hints(td).items():
             if key not in properties:
-                problems += (
-                    missing(key)
-                    if missing
-                    else [f"{where}.{key}: the client sends it; the schema has no such field"]
-                )
+                problems.append(f"{where}.{key}: the client sends it; the schema has no such field")
                 continue
             problems += self.sends(tp, properties[key], f"{where}.{key}")
         for key in sorted(required - set(td.__required_keys__)):  # type: ignore[attr-defined]
@@ -288,19 +240,9 @@ class Drift:
 
     def operation(self, name: str, operation: operations.Operation) -> list[str]:
         where = f"{name} ({operation.method} {operation.path})"
-        pending = PENDING.get(name, set())
         served = operation_schema(self.schema, operation)
         if served is None:
-            if "operation" in pending:
-                self.excused.append(f"{name}: operation")
-                return []
             return [f"{where}: the schema has no such operation"]
-
-        def absent(part: str, problem: str) -> list[str]:
-            if part in pending:
-                self.excused.append(f"{name}: {part}")
-                return []
-            return [problem]
 
         problems: list[str] = []
         parameters = {(p["in"], p["name"]): p for p in served.get("parameters", [])}
@@ -313,12 +255,12 @@ class Drift:
         for query, tp in operation.query.items():
             parameter = parameters.get(("query", query))
             if parameter is None:
-                problems += absent(f"query:{query}", f"{where}: no query parameter {query!r}")
+                problems.append(f"{where}: no query parameter {query!r}")
             else:
                 problems += self.sends(tp, parameter["schema"], f"{where} ?{query}")
         for prefix in operation.query_prefixes:
             if prefix not in served.get(QUERY_PREFIXES, []):
-                problems += absent(f"query:{prefix}", f"{where}: no parameters {prefix}<name>")
+                problems.append(f"{where}: no parameters {prefix}<name>")
 
         body = body_schema(self.schema, served)
         if operation.body is None:
@@ -327,12 +269,7 @@ class Drift:
         elif not body:
             problems.append(f"{where}: the client sends a body; the schema takes none")
         else:
-            problems += self.body(
-                operation.body,
-                body,
-                f"{where} body",
-                missing=lambda key: absent(f"body:{key}", f"{where} body.{key}: no such field"),
-            )
+            problems += self.body(operation.body, body, f"{where} body")
 
         successes = {int(code) for code in served["responses"] if code.startswith("2")}
         for status in sorted(successes - set(operation.responses)):
@@ -340,7 +277,7 @@ class Drift:
         for status, model in operation.responses.items():
             response = served["responses"].get(str(status))
             if response is None:
-                problems += absent(f"status:{status}", f"{where}: never answers {status}")
+                problems.append(f"{where}: never answers {status}")
                 continue
             content = response.get("content", {})
             if model is None:

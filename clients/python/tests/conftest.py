@@ -8,7 +8,6 @@ The client imports nothing of the server; these tests do, to start it and to act
 
 import httpx
 import pytest
-from client_schema import missing_parts
 from switchboard_client import Client, RetryPolicy
 
 from tests.conftest import pytest_runtest_setup  # noqa: F401  (requires_redis, as in tests/)
@@ -32,18 +31,6 @@ def served_schema(server_url):
     response = httpx.get(server_url + "/api/v1/openapi.json", timeout=30)
     response.raise_for_status()
     return response.json()
-
-
-@pytest.fixture
-def require(served_schema):
-    """require("SESSION_LIST", "query:external_id"): skip, naming what, unless served."""
-
-    def check(name: str, *parts: str) -> None:
-        missing = missing_parts(served_schema, name, set(parts) or {"operation"})
-        if missing:
-            pytest.skip(f"not served yet: {name} {', '.join(missing)}")
-
-    return check
 
 
 @pytest.fixture

@@ -69,8 +69,7 @@ def test_it_holds_and_releases_a_session(sb, sb_admin):
     assert released.id == hold.id and released.released_at is not None
 
 
-def test_a_held_session_is_not_deleted(sb, sb_admin, require):
-    require("SESSION_DELETE")
+def test_a_held_session_is_not_deleted(sb, sb_admin):
     session = sb.open_session("held")
     sb_admin.hold_session(session.id, "litigation")
     with pytest.raises(Conflict) as refused:

@@ -19,7 +19,13 @@ import httpx
 
 from . import __version__
 from ._decode import decode
-from .errors import ConfigurationError, ResponseError, SwitchboardError, error_class
+from .errors import (
+    ConfigurationError,
+    NetworkError,
+    ResponseError,
+    SwitchboardError,
+    error_class,
+)
 from .operations import Operation
 
 API_PREFIX = "/api/v1"
@@ -91,7 +97,6 @@ class Request:
     params: tuple[tuple[str, str], ...]
     content: bytes | None
     idempotent: bool
-    headers: Mapping[str, str] | None = None
     timeout: float | None = None
 
 
@@ -102,7 +107,6 @@ def build(
     query: Mapping[str, Any] | None = None,
     body: Mapping[str, Any] | None = None,
     idempotent: bool | None = None,
-    headers: Mapping[str, str] | None = None,
     timeout: float | None = None,
 ) -> Request:
     """A request for `operation`. Query parameters and body keys it does not declare are
@@ -115,7 +119,7 @@ def build(
     for name, value in (query or {}).items():
         if value is None:
             continue
-        if name not in operation.query and not name.startswith(operation.query_prefixes or ("\0",)):
+        if name not in operation.query and not name.startswith(operation.query_prefixes):
             raise TypeError(f"{operation.method} {operation.path} takes no parameter {name!r}")
         if isinstance(value, list | tuple | set | frozenset):
             params.extend((name, _query_value(item)) for item in value)
@@ -123,7 +127,11 @@ def build(
             params.append((name, _query_value(value)))
     content = None
     if body is not None:
-        declared = operation.body.__annotations__ if operation.body is not None else {}
+        declared = (
+            operation.body.__required_keys__ | operation.body.__optional_keys__
+            if operation.body is not None
+            else frozenset()
+        )
         unknown = [k for k in body if k not in declared]
         if unknown:
             raise TypeError(f"{operation.method} {operation.path} takes no body field {unknown}")
@@ -134,18 +142,15 @@ def build(
         params=tuple(params),
         content=content,
         idempotent=operation.idempotent if idempotent is None else idempotent,
-        headers=headers,
         timeout=timeout,
     )
 
 
+JSON_CONTENT = {"Content-Type": "application/json"}
+
+
 def http_headers(request: Request) -> dict[str, str] | None:
-    if request.content is None and request.headers is None:
-        return None
-    headers = dict(request.headers or {})
-    if request.content is not None:
-        headers["Content-Type"] = "application/json"
-    return headers
+    return JSON_CONTENT if request.content is not None else None
 
 
 # --- Retries ---------------------------------------------------------------------------------
@@ -261,8 +266,6 @@ def read(request: Request, response: httpx.Response) -> Any:
     return decode(model, data)
 
 
-def network_error(error: Exception, request: Request) -> SwitchboardError:
-    from .errors import NetworkError
-
+def network_error(error: Exception, request: Request) -> NetworkError:
     what = f"{request.operation.method} {request.url}"
     return NetworkError(f"{what}: {type(error).__name__}: {error}", code="network_error")
