@@ -161,8 +161,8 @@ class Client:
         budget: m.BudgetIn | None = None,
         task_ids: Sequence[str] | None = None,
     ) -> m.SessionWithTasks:
-        """Open a session; with `external_id`, the project's session of that id if there is
-        one (then safe to retry)."""
+        """Open a session. With `external_id`, the agent's session of that id if there is one
+        (so safe to retry); another agent's is 409 external_id_taken."""
         body = given(
             agent=agent,
             external_id=external_id,
