@@ -104,13 +104,16 @@ class Client:
         returned read (the caller raises it); a stream's success is returned unread."""
         attempt = 0
         while True:
+            # No params, and the client's timeout unless the call has its own: httpx then skips
+            # merging params into the URL and building a Timeout, which were most of what the
+            # client added to a call's CPU (about 75 µs of 360 through a mock transport).
             outgoing = self._http.build_request(
                 request.operation.method,
                 self.url + request.url,
-                params=request.params,
+                params=request.params or None,
                 content=request.content,
                 headers=http_headers(request),
-                timeout=request.timeout if request.timeout is not None else self.timeout,
+                timeout=httpx.USE_CLIENT_DEFAULT if request.timeout is None else request.timeout,
             )
             try:
                 response = self._http.send(outgoing, stream=stream)
