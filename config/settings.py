@@ -146,6 +146,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django.contrib.humanize",
+    "django.contrib.postgres",  # GinIndex and the jsonb operator classes of the models
     "django_htmx",
     "channels",
     "django_celery_beat",
