@@ -8,12 +8,11 @@ both on httpx. It talks HTTP only and imports nothing of the server.
         sb.append(session.id, [{"kind": "message", "role": "user", "content": {"text": "Hi"}}])
 """
 
-__version__ = "0.1.0"
-
 from . import models  # noqa: E402
 from ._async_client import AsyncClient, AsyncExport  # noqa: E402
 from ._core import RetryPolicy  # noqa: E402
 from ._sync_client import Client, Export  # noqa: E402
+from ._version import __version__ as __version__  # noqa: E402
 from .errors import (  # noqa: E402
     BadRequest,
     ConfigurationError,

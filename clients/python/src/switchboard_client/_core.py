@@ -17,8 +17,8 @@ from urllib.parse import quote
 
 import httpx
 
-from . import __version__
 from ._decode import decode
+from ._version import __version__
 from .errors import (
     ConfigurationError,
     NetworkError,
