@@ -55,6 +55,7 @@ LEAST_ROLE: dict[str, tuple[tuple[str, ...], str]] = {
     "dashboard:session_resume": (("POST",), "operator"),
     "dashboard:session_close": (("POST",), "operator"),
     "dashboard:session_fork": (("POST",), "operator"),
+    "dashboard:session_delete": (("POST",), "admin"),
     "dashboard:handoff_queue": (("GET",), "viewer"),
     "dashboard:handoff_detail": (("GET",), "viewer"),
     "dashboard:handoff_messages": (("GET",), "viewer"),
