@@ -8,6 +8,7 @@ Deployment B's database is a copy of A's (the test database as the test left it)
 very session, project and users A does: the worst case, every group name the same.
 """
 
+import time
 import urllib.parse
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -52,7 +53,18 @@ def copy_of_the_test_database() -> Iterator[str]:
     server = {key: params[key] for key in ("host", "port", "user", "password") if params.get(key)}
     with psycopg.connect(dbname="postgres", autocommit=True, **server) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{copy}" WITH (FORCE)')
-        admin.execute(f'CREATE DATABASE "{copy}" TEMPLATE "{source}"')
+        # A connection of something that just ended (a server child, the snapshot thread's)
+        # can linger a moment: CREATE … TEMPLATE refuses while any is there (ObjectInUse, seen
+        # once in CI), so it is tried again for up to 15 s.
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                admin.execute(f'CREATE DATABASE "{copy}" TEMPLATE "{source}"')
+                break
+            except psycopg.errors.ObjectInUse:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
     try:
         yield copy
     finally:
