@@ -53,17 +53,27 @@ def copy_of_the_test_database() -> Iterator[str]:
     server = {key: params[key] for key in ("host", "port", "user", "password") if params.get(key)}
     with psycopg.connect(dbname="postgres", autocommit=True, **server) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{copy}" WITH (FORCE)')
-        # A connection of something that just ended (a server child, the snapshot thread's)
-        # can linger a moment: CREATE … TEMPLATE refuses while any is there (ObjectInUse, seen
-        # once in CI), so it is tried again for up to 15 s.
-        deadline = time.monotonic() + 15
+        # A connection of something that ended (a server child, a thread of this process that
+        # kept its own) can stay on the source: CREATE … TEMPLATE refuses while any is there
+        # (ObjectInUse, seen in CI even after 15 s of waiting). They all belong to this test
+        # run's database, so after a short wait they are ended, and named in the output.
+        give_up, deadline = time.monotonic() + 20, time.monotonic() + 3
         while True:
             try:
                 admin.execute(f'CREATE DATABASE "{copy}" TEMPLATE "{source}"')
                 break
             except psycopg.errors.ObjectInUse:
-                if time.monotonic() > deadline:
+                if time.monotonic() > give_up:
                     raise
+                if time.monotonic() > deadline:
+                    lingering = admin.execute(
+                        "SELECT pid, application_name, state, left(query, 80),"
+                        " pg_terminate_backend(pid) FROM pg_stat_activity"
+                        " WHERE datname = %s AND pid <> pg_backend_pid()",
+                        [source],
+                    ).fetchall()
+                    print(f"ended connections lingering on {source}: {lingering}")
+                    deadline = time.monotonic() + 3
                 time.sleep(0.2)
     try:
         yield copy
