@@ -461,6 +461,9 @@ if not DEBUG:
 SWITCHBOARD_MAX_BODY_BYTES = env_int("SWITCHBOARD_MAX_BODY_BYTES", 1024 * 1024)
 SWITCHBOARD_MAX_EVENT_BYTES = env_int("SWITCHBOARD_MAX_EVENT_BYTES", 256 * 1024)
 SWITCHBOARD_MAX_BATCH_EVENTS = env_int("SWITCHBOARD_MAX_BATCH_EVENTS", 1000)
+# One blob (POST /sessions/{id}/blobs, sent base64 in a JSON body: 4 bytes per 3, so the
+# default leaves room under SWITCHBOARD_MAX_BODY_BYTES). Larger values are stored in pieces.
+SWITCHBOARD_MAX_BLOB_BYTES = env_int("SWITCHBOARD_MAX_BLOB_BYTES", 512 * 1024)
 # A snapshot is taken automatically every N events, so state at any seq folds at most N events.
 SWITCHBOARD_SNAPSHOT_EVERY = env_int("SWITCHBOARD_SNAPSHOT_EVERY", 200)
 # Automatic snapshots are taken by a background thread of the appending process, after the
@@ -505,14 +508,13 @@ SWITCHBOARD_SUMMARISER = env_str(
 # Sessions per batch (each batch one short transaction) and batches per run of each job.
 SWITCHBOARD_RETENTION_BATCH = env_int("SWITCHBOARD_RETENTION_BATCH", 100)
 SWITCHBOARD_RETENTION_MAX_BATCHES = env_int("SWITCHBOARD_RETENTION_MAX_BATCHES", 50)
-# Requests per minute per API key; 0 turns throttling off. 6000 (100/s on average): agents
-# append in bursts (a tool-calling loop posts each call and result as it happens, and one key
-# often serves many concurrent sessions), so the limit sits well above a busy key's real
-# traffic and is not met by legitimate use; what it stops is a runaway loop or a leaked key
-# taking a server: at ~3 ms of server CPU per request (bench/ingest.py) one key at the limit
-# uses about a third of a core. Agents that need more batch events (one request takes up to
-# SWITCHBOARD_MAX_BATCH_EVENTS) or get a higher limit here.
-SWITCHBOARD_API_RATE_PER_MINUTE = env_int("SWITCHBOARD_API_RATE_PER_MINUTE", 6000)
+# Requests per minute per API key; 0 turns throttling off. 60000 (1,000/s on average): one
+# busy agent process makes thousands a minute (a LangGraph process checkpointing every step made
+# about 8,500), and one key often serves many such processes, so the limit sits well above a
+# busy key's real traffic; what it stops is a runaway loop or a leaked key flooding the server
+# for minutes. One key at the limit keeps about three cores busy (~3 ms of server CPU per
+# request, bench/ingest.py): deployments that share a server between teams set it lower.
+SWITCHBOARD_API_RATE_PER_MINUTE = env_int("SWITCHBOARD_API_RATE_PER_MINUTE", 60000)
 # Requests per minute per task made with the task's signal token (no API key); 0 = off. A
 # webhook sender delivers a handful of signals per task, with retries; 60 leaves room for those
 # and keeps a leaked token (it may travel in a URL) from flooding the task's signal table.

@@ -267,6 +267,29 @@ class Event(models.Model):
         return f"{self.session_id}#{self.seq} {self.kind}"
 
 
+class Blob(models.Model):
+    """Bytes that a session's events refer to by their SHA-256 (hex), stored once per session
+    however often they are sent: a framework that re-sends a growing value at every checkpoint
+    (LangGraph's message list) stores each part once and names the parts in the event.
+
+    Content-addressed, so a row never changes (nothing updates one). Not part of the log: no
+    seq, not compacted (an event kept after compaction may still name it); deleted with the
+    session (CASCADE, through retention's whole-session deletion). A fork reads its ancestors'
+    blobs (services.blobs): its events name them."""
+
+    pk = models.CompositePrimaryKey("session_id", "sha256")
+    # No separate index: the primary key (session_id, sha256) leads with session_id.
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, db_index=False)
+    sha256 = models.CharField(max_length=64)
+    size = models.IntegerField()
+    # PostgreSQL compresses a large bytea in place (TOAST), so repetitive bytes take less room.
+    data = models.BinaryField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.session_id} blob {self.sha256[:12]} ({self.size} bytes)"
+
+
 class Snapshot(models.Model):
     """Folded state of a session at `seq`: working state, facts, summary, and their hash."""
 

@@ -85,6 +85,19 @@ def session_in_project(session_id: UUID, project_id: int, *, lock: bool = False)
     return session
 
 
+def share_session(session_id: UUID, project_id: int) -> str | None:
+    """The status of the project's session, its row locked FOR KEY SHARE until the caller's
+    transaction ends (None: no such session): a whole-session deletion (FOR UPDATE) waits for
+    the caller, or the caller for it and then finds nothing; appends (FOR NO KEY UPDATE) go on."""
+    with server_bound_cursor() as cursor:
+        cursor.execute(
+            f"SELECT status FROM {table(Session)} WHERE id = %s AND project_id = %s FOR KEY SHARE",
+            [session_id, project_id],
+        )
+        row = cursor.fetchone()
+    return None if row is None else str(row[0])
+
+
 # --- Appending ------------------------------------------------------------------------------
 #
 # Seqs are allocated by one UPDATE … RETURNING on the session row: it takes the row lock and

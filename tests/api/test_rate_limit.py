@@ -9,8 +9,10 @@ from datetime import UTC, datetime, timedelta
 
 import time_machine
 from django.conf import settings
+from django.core.cache import cache
 from django.test import override_settings
 
+from core.ratelimit import API_PERIOD, api_key_bucket, counter
 from sessions_app.models import Session
 from tasks_app.models import TaskSignal
 from tests.conftest import ApiClient
@@ -22,23 +24,37 @@ HALF_PAST = datetime(2026, 3, 2, 12, 0, 30, tzinfo=UTC)
 
 def test_it_limits_each_key_by_default_and_says_so_in_the_headers(api):
     # tests/settings.py keeps the shipped default: this is what a fresh install enforces.
-    assert settings.SWITCHBOARD_API_RATE_PER_MINUTE == 6000
+    assert settings.SWITCHBOARD_API_RATE_PER_MINUTE == 60000
     with time_machine.travel(HALF_PAST, tick=False):
         first = api.get("/sessions")
         second = api.get("/sessions")
     assert first.status_code == 200, first.content
-    assert first["RateLimit-Limit"] == "6000"
-    assert first["RateLimit-Remaining"] == "5999"
+    assert first["RateLimit-Limit"] == "60000"
+    assert first["RateLimit-Remaining"] == "59999"
     assert first["RateLimit-Reset"] == "30"
-    assert second["RateLimit-Remaining"] == "5998"
+    assert second["RateLimit-Remaining"] == "59998"
 
 
 def test_it_sends_the_headers_on_error_answers_too(api):
     with time_machine.travel(HALF_PAST, tick=False):
         response = api.get("/sessions/00000000-0000-0000-0000-000000000000")
     assert_error(response, 404, "not_found")
-    assert response["RateLimit-Limit"] == "6000"
-    assert response["RateLimit-Remaining"] == "5999"
+    assert response["RateLimit-Limit"] == "60000"
+    assert response["RateLimit-Remaining"] == "59999"
+
+
+# What one LangGraph process made in a minute (issue 24): a busy agent, not a runaway one.
+BUSY_AGENT_PROCESS_PER_MINUTE = 8500
+
+
+def test_one_busy_agent_process_is_not_throttled_by_default(api, api_key):
+    key, _ = api_key
+    with time_machine.travel(HALF_PAST, tick=False):
+        counter_key, _, timeout = counter(api_key_bucket(key.prefix).name, API_PERIOD)
+        cache.set(counter_key, BUSY_AGENT_PROCESS_PER_MINUTE - 1, timeout)  # its minute so far
+        response = api.get("/sessions")
+    assert response.status_code == 200, response.content
+    assert int(response["RateLimit-Remaining"]) == 60000 - BUSY_AGENT_PROCESS_PER_MINUTE
 
 
 @override_settings(SWITCHBOARD_API_RATE_PER_MINUTE=3)
@@ -104,5 +120,5 @@ def test_it_counts_signal_token_requests_per_task_and_not_against_the_key(api):
     assert b1.status_code == 202
     assert [b1["RateLimit-Limit"], b1["RateLimit-Remaining"]] == ["2", "1"]
     # The key's bucket saw only the key's own requests (the two reads), none of the signals.
-    assert key_before["RateLimit-Limit"] == "6000"
+    assert key_before["RateLimit-Limit"] == "60000"
     assert int(key_before["RateLimit-Remaining"]) - int(key_after["RateLimit-Remaining"]) == 1

@@ -17,6 +17,7 @@ from core.actors import Actor
 from core.models import ApiKey, KeyScope, Project
 from handoffs_app.services.handoffs import request_handoff
 from retention_app.models import RetentionPolicy
+from sessions_app.services.blobs import store_blobs
 from sessions_app.services.events import EventDraft, append_events
 from sessions_app.services.lifecycle import pause_session
 from tests.conftest import ApiClient
@@ -62,6 +63,8 @@ VALID_BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/handoffs/{handoff_id}/cancel"): {"reason": "r"},
     ("PUT", "/retention/policy"): {**POLICY, "agents": {"test-agent": {"close_idle_after": 60}}},
     ("POST", "/sessions/{session_id}/hold"): {"reason": "r"},
+    ("POST", "/sessions/{session_id}/blobs"): {"blobs": [{"data": "QUJD"}]},
+    ("POST", "/sessions/{session_id}/blobs/lookup"): {"sha256": ["{sha256}"], "data": True},
 }
 
 
@@ -142,6 +145,7 @@ def test_it_knows_the_operations_that_take_a_body():
 def _world(project: Project) -> dict[str, str]:
     session = make_session(project)  # agent "test-agent"
     append_events(session, [EventDraft(kind="note", content={"n": 1})], actor=TESTER)
+    (blob,) = store_blobs(session, [b"a blob"])
     paused = make_session(project)
     pause_session(paused, actor=TESTER, reason="tests")
     handoff = request_handoff(
@@ -154,6 +158,7 @@ def _world(project: Project) -> dict[str, str]:
         "handoff_id": str(handoff.pk),
         "key": "review",
         "name": "review_decision",
+        "sha256": blob.sha256,
     }
 
 

@@ -15,6 +15,7 @@ is reached. Last, the controls: the owner's admin key sends each refused request
 reaches its object (not 401/403/404/422), so the refusals above were about who asked.
 """
 
+import base64
 import json
 from datetime import timedelta
 from typing import Any
@@ -102,6 +103,9 @@ BODIES: dict[tuple[str, str], Any] = {
     ("GET", "/retention/runs"): None,
     ("POST", "/sessions/{session_id}/hold"): {"reason": "probe"},
     ("DELETE", "/sessions/{session_id}/hold"): None,
+    ("POST", "/sessions/{session_id}/blobs"): {"blobs": [{"data": "cHJvYmU="}]},
+    ("POST", "/sessions/{session_id}/blobs/lookup"): {"sha256": ["{sha256}"], "data": True},
+    ("GET", "/sessions/{session_id}/blobs/{sha256}"): None,
 }
 
 # The order the controls run in: reads, then writes, the ones that end a state last.
@@ -202,6 +206,11 @@ def build_world(api: Api, admin_raw: str, tag: str) -> dict[str, str]:
         f"/sessions/{asking['id']}/handoffs",
         {"kind": "question", "reason": secret, "payload": {"question": "?"}},
     )
+    blobs = ok(
+        "POST",
+        f"/sessions/{session['id']}/blobs",
+        {"blobs": [{"data": base64.b64encode(secret.encode()).decode()}]},
+    )
     ok("POST", f"/sessions/{session['id']}/hold", {"reason": secret})
     workflow = f"flow_{tag}"
     ok(
@@ -227,6 +236,7 @@ def build_world(api: Api, admin_raw: str, tag: str) -> dict[str, str]:
         "external_id": f"ext-{tag}",
         "agent": f"agent-{tag}",
         "secret": secret,
+        "sha256": blobs["blobs"][0]["sha256"],
     }
 
 

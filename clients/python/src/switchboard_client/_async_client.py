@@ -8,9 +8,11 @@ differ. Edit this one.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import math
 import time
+from base64 import b64decode, b64encode
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -21,8 +23,11 @@ import httpx
 from . import models as m
 from . import operations as ops
 from ._core import (
+    BLOBS_PER_CALL,
+    PIECE_SIZE,
     Request,
     RetryPolicy,
+    blob_batches,
     build,
     default_headers,
     error_from,
@@ -34,6 +39,7 @@ from ._core import (
     resolve_config,
 )
 from ._decode import decode
+from .errors import NotFound
 
 # GET /healthz: the process answers (not an /api/v1 operation, so not in the schema).
 _HEALTHZ = ops.Operation("GET", "/healthz", responses={200: dict[str, Any]})
@@ -712,6 +718,81 @@ class AsyncClient:
     async def release_hold(self, session_id: str) -> m.Hold:
         result: m.Hold = await self._call(build(ops.HOLD_RELEASE, {"session_id": session_id}))
         return result
+
+    # --- Blobs -------------------------------------------------------------------------------
+    #
+    # Bytes stored once per session under their SHA-256, for events to name: a value sent again
+    # and again (a framework's growing message list) costs its new parts only. store_blobs
+    # sends only what the server lacks; store_value cuts a value into pieces first.
+
+    async def store_blobs(self, session_id: str, contents: Sequence[bytes]) -> list[str]:
+        """Store `contents` in the session; their names (SHA-256, hex), in order. Asks first
+        which the session (or its ancestors) lacks and sends only those, in requests that fit
+        the server's body limit."""
+        names = [hashlib.sha256(content).hexdigest() for content in contents]
+        missing = set(await self.missing_blobs(session_id, names))
+        unsent = {
+            name: content for name, content in zip(names, contents, strict=True) if name in missing
+        }
+        for batch in blob_batches(list(unsent.values())):
+            body: m.BlobsIn = {"blobs": [{"data": b64encode(c).decode()} for c in batch]}
+            await self._call(build(ops.BLOBS_STORE, {"session_id": session_id}, body=body))
+        return names
+
+    async def missing_blobs(self, session_id: str, names: Sequence[str]) -> list[str]:
+        """Which of `names` the session and its ancestors do not hold."""
+        missing: list[str] = []
+        for start in range(0, len(names), BLOBS_PER_CALL):
+            body: m.BlobLookupIn = {"sha256": list(names[start : start + BLOBS_PER_CALL])}
+            found: m.BlobLookup = await self._call(
+                build(ops.BLOBS_LOOKUP, {"session_id": session_id}, body=body)
+            )
+            missing.extend(found.missing)
+        return missing
+
+    async def load_blobs(self, session_id: str, names: Sequence[str]) -> list[bytes]:
+        """The bytes of each of `names`, in order (as many requests as the answers' size
+        budget takes). Raises NotFound naming the ones the session does not hold."""
+        loaded: dict[str, bytes] = {}
+        wanted = list(dict.fromkeys(names))
+        while wanted:
+            body: m.BlobLookupIn = {"sha256": wanted[:BLOBS_PER_CALL], "data": True}
+            found: m.BlobLookup = await self._call(
+                build(ops.BLOBS_LOOKUP, {"session_id": session_id}, body=body)
+            )
+            if found.missing:
+                raise NotFound(
+                    f"the session holds no blob {found.missing[0]}",
+                    status=404,
+                    code="not_found",
+                    detail={"missing": found.missing},
+                )
+            for blob in found.blobs:
+                if blob.data is not None:
+                    loaded[blob.sha256] = b64decode(blob.data)
+            wanted = [name for name in wanted if name not in loaded]
+        return [loaded[name] for name in names]
+
+    async def read_blob(self, session_id: str, sha256: str) -> bytes:
+        """One blob's bytes (GET …/blobs/{sha256}: raw, no base64)."""
+        request = build(ops.BLOB_READ, {"session_id": session_id, "sha256": sha256})
+        response = await self._send(request)
+        if response.status_code >= 400:
+            raise error_from(response)
+        return response.content
+
+    async def store_value(
+        self, session_id: str, data: bytes, *, piece_size: int = PIECE_SIZE
+    ) -> list[str]:
+        """Store a value of any size as pieces of `piece_size` bytes; the pieces' names, for an
+        event to keep (load_value reads it back). A value that grew at its end since it was
+        last stored sends only its last pieces again."""
+        pieces = [data[i : i + piece_size] for i in range(0, len(data), piece_size)] or [b""]
+        return await self.store_blobs(session_id, pieces)
+
+    async def load_value(self, session_id: str, names: Sequence[str]) -> bytes:
+        """The value store_value stored under these piece names."""
+        return b"".join(await self.load_blobs(session_id, names))
 
 
 def _metadata_value(value: str | int | float | bool | None) -> str:

@@ -269,3 +269,29 @@ def read(request: Request, response: httpx.Response) -> Any:
 def network_error(error: Exception, request: Request) -> NetworkError:
     what = f"{request.operation.method} {request.url}"
     return NetworkError(f"{what}: {type(error).__name__}: {error}", code="network_error")
+
+
+# --- Blobs ----------------------------------------------------------------------------------
+
+# What one lookup or store may carry (the server's MAX_BLOBS_PER_CALL).
+BLOBS_PER_CALL = 1000
+# A piece of a value stored in pieces: half the server's default blob limit (512 KiB), small
+# enough that a value which grew at its end sends little again.
+PIECE_SIZE = 256 * 1024
+# Bytes of blob data per store request before base64 (4 bytes per 3): under the server's
+# default 1 MiB body limit with room for the JSON around them.
+_BATCH_BYTES = 600 * 1024
+
+
+def blob_batches(contents: list[bytes]) -> list[list[bytes]]:
+    """`contents` in consecutive batches of at most _BATCH_BYTES (one larger blob alone: the
+    server says whether it fits) and BLOBS_PER_CALL blobs each."""
+    batches: list[list[bytes]] = []
+    size = 0
+    for content in contents:
+        if not batches or len(batches[-1]) == BLOBS_PER_CALL or size + len(content) > _BATCH_BYTES:
+            batches.append([])
+            size = 0
+        batches[-1].append(content)
+        size += len(content)
+    return batches

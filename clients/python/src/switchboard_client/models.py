@@ -824,3 +824,53 @@ class HoldIn(TypedDict):
 
 class ProjectSettingsIn(TypedDict):
     name: str
+
+
+# --- Blobs ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredBlob:
+    """StoredBlobOut: `created` false when the session (or an ancestor) held the bytes."""
+
+    sha256: str
+    size: int
+    created: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredBlobs:
+    """StoredBlobsOut."""
+
+    blobs: list[StoredBlob]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FoundBlob:
+    """FoundBlobOut: `data` base64, None when not asked for or past the answer's budget."""
+
+    sha256: str
+    size: int
+    data: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BlobLookup:
+    """BlobLookupOut."""
+
+    blobs: list[FoundBlob]
+    missing: list[str]
+    not_sent: list[str]
+
+
+class BlobIn(TypedDict):
+    data: str
+
+
+class BlobsIn(TypedDict):
+    blobs: list[BlobIn]
+
+
+class BlobLookupIn(TypedDict, total=False):
+    sha256: Required[list[str]]
+    data: bool

@@ -219,6 +219,22 @@ HOLD_PLACE = Operation(
 )
 HOLD_RELEASE = Operation("DELETE", "/sessions/{session_id}/hold", responses={200: m.Hold})
 
+BLOBS_STORE = Operation(
+    "POST",
+    "/sessions/{session_id}/blobs",
+    body=m.BlobsIn,
+    responses={201: m.StoredBlobs, 200: m.StoredBlobs},
+    idempotent=True,  # content-addressed: the same bytes sent again are the same blob
+)
+BLOBS_LOOKUP = Operation(
+    "POST",
+    "/sessions/{session_id}/blobs/lookup",
+    body=m.BlobLookupIn,
+    responses={200: m.BlobLookup},
+    idempotent=True,  # a read
+)
+BLOB_READ = Operation("GET", "/sessions/{session_id}/blobs/{sha256}", responses={200: None})
+
 OPERATIONS: dict[str, Operation] = {
     name: value for name, value in globals().items() if isinstance(value, Operation)
 }

@@ -1,0 +1,68 @@
+"""Blobs through the sync and async Clients against a live server: only what the server lacks
+is sent, values of any size go in pieces and come back whole, forks read their parents'."""
+
+import asyncio
+import hashlib
+import os
+
+import pytest
+from switchboard_client import AsyncClient, NotFound
+
+from sessions_app.models import Blob
+
+
+def test_it_sends_only_what_the_session_lacks(sb):
+    session = sb.open_session("blob-bot")
+    first = [b"system prompt", b"user: hi"]
+
+    names = sb.store_blobs(session.id, first)
+
+    assert names == [hashlib.sha256(c).hexdigest() for c in first]
+    assert sb.missing_blobs(session.id, names) == []
+    grown = [*first, b"assistant: hello"]
+    assert sb.missing_blobs(session.id, [hashlib.sha256(c).hexdigest() for c in grown]) == [
+        hashlib.sha256(b"assistant: hello").hexdigest()
+    ]
+    sb.store_blobs(session.id, grown)
+    assert Blob.objects.filter(session_id=session.id).count() == 3
+    assert sb.load_blobs(session.id, list(reversed(names))) == list(reversed(first))
+    assert sb.read_blob(session.id, names[1]) == b"user: hi"
+
+
+def test_a_value_larger_than_a_request_goes_in_pieces_and_a_grown_one_sends_its_tail(sb):
+    session = sb.open_session("blob-bot")
+    value = os.urandom(3 * 1024 * 1024 + 17)  # over the 1 MiB body limit, not a piece multiple
+
+    names = sb.store_value(session.id, value)
+
+    assert len(names) == 13  # 256 KiB pieces
+    assert sb.load_value(session.id, names) == value  # several lookups: 4 MiB per answer
+    before = Blob.objects.filter(session_id=session.id).count()
+    grown = sb.store_value(session.id, value + b"one more message")
+    assert grown[:12] == names[:12]  # the unchanged pieces are the same blobs
+    assert Blob.objects.filter(session_id=session.id).count() == before + 1
+    assert sb.load_value(session.id, grown) == value + b"one more message"
+
+
+def test_a_missing_blob_raises_not_found_naming_it(sb):
+    session = sb.open_session("blob-bot")
+    absent = hashlib.sha256(b"never stored").hexdigest()
+    with pytest.raises(NotFound) as raised:
+        sb.load_blobs(session.id, [absent])
+    assert raised.value.detail == {"missing": [absent]}
+    with pytest.raises(NotFound):
+        sb.read_blob(session.id, absent)
+
+
+def test_a_fork_reads_its_parents_blobs_through_the_async_client(server_url, api_key, sb):
+    parent = sb.open_session("blob-bot")
+    sb.append(parent.id, [{"kind": "note", "content": {}}])
+    (name,) = sb.store_blobs(parent.id, [b"inherited"])
+    fork = sb.fork(parent.id, 1)
+
+    async def scenario() -> list[bytes]:
+        async with AsyncClient(server_url, api_key) as client:
+            assert await client.missing_blobs(fork.id, [name]) == []
+            return await client.load_blobs(fork.id, [name])
+
+    assert asyncio.run(scenario()) == [b"inherited"]

@@ -1,0 +1,143 @@
+"""Blob endpoints of the agent API (services.blobs): store bytes once, name them by SHA-256 in
+events, read them back by name. Agent and admin keys alike, as for events."""
+
+import base64
+import binascii
+from typing import Annotated
+from uuid import UUID
+
+from django.http import HttpRequest, HttpResponse
+from ninja import Field, Router
+from pydantic import StringConstraints
+
+from core.errors import InvalidInput
+from core.http import json_response
+from core.schemas import InSchema, OutSchema, responses
+
+from .access import get_session_for_key
+from .api import request_key
+from .services.blobs import MAX_BLOBS_PER_CALL, find_blobs, read_blob, store_blobs
+
+router = Router(tags=["blobs"])
+
+# Bytes of blob data one lookup answers with (before base64); the rest are named in not_sent.
+LOOKUP_BYTE_BUDGET = 4 * 1024 * 1024
+
+Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+
+
+class BlobIn(InSchema):
+    data: str = Field(..., description="The bytes, base64 (RFC 4648, standard alphabet, padded)")
+
+
+class BlobsIn(InSchema):
+    blobs: list[BlobIn] = Field(..., min_length=1, max_length=MAX_BLOBS_PER_CALL)
+
+
+class StoredBlobOut(OutSchema):
+    sha256: str
+    size: int
+    created: bool = Field(..., description="false: the session or an ancestor held these bytes")
+
+
+class StoredBlobsOut(OutSchema):
+    blobs: list[StoredBlobOut]
+
+
+class BlobLookupIn(InSchema):
+    sha256: list[Sha256] = Field(..., min_length=1, max_length=MAX_BLOBS_PER_CALL)
+    data: bool = Field(False, description="true: answer with the bytes too (base64)")
+
+
+class FoundBlobOut(OutSchema):
+    sha256: str
+    size: int
+    data: str | None = Field(..., description="base64; null when not asked for or in not_sent")
+
+
+class BlobLookupOut(OutSchema):
+    blobs: list[FoundBlobOut]
+    missing: list[str] = Field(..., description="held neither by the session nor its ancestors")
+    not_sent: list[str] = Field(
+        ..., description=f"held, but past this answer's {LOOKUP_BYTE_BUDGET} bytes: ask again"
+    )
+
+
+def _decoded(payload: BlobsIn) -> list[bytes]:
+    contents = []
+    for position, blob in enumerate(payload.blobs):
+        try:
+            contents.append(base64.b64decode(blob.data, validate=True))
+        except (binascii.Error, ValueError):
+            raise InvalidInput(
+                "Blob data must be base64 (standard alphabet, padded).",
+                detail={"field": f"blobs[{position}].data"},
+            ) from None
+    return contents
+
+
+@router.post(
+    "/sessions/{session_id}/blobs",
+    summary="Store blobs (content-addressed: each stored once per session)",
+    description="Each blob's SHA-256 (of its bytes, hex) is its name; events refer to it by "
+    "that name. Bytes the session or one of its ancestors already holds are not stored again "
+    "(`created`: false). Blobs live until the session is deleted; compaction keeps them.",
+    response=responses({201: StoredBlobsOut, 200: StoredBlobsOut}, 404, 409, body=True),
+    openapi_extra={"responses": {200: {"description": "All were held already: nothing stored"}}},
+)
+def store(request: HttpRequest, session_id: UUID, payload: BlobsIn) -> HttpResponse:
+    session = get_session_for_key(request_key(request), session_id)
+    stored = store_blobs(session, _decoded(payload))
+    body = {"blobs": [{"sha256": b.sha256, "size": b.size, "created": b.created} for b in stored]}
+    return json_response(body, status=201 if any(b.created for b in stored) else 200)
+
+
+@router.post(
+    "/sessions/{session_id}/blobs/lookup",
+    summary="Which of these blobs the session holds, with their bytes if asked",
+    response=responses({200: BlobLookupOut}, 404, body=True),
+)
+def lookup(request: HttpRequest, session_id: UUID, payload: BlobLookupIn) -> HttpResponse:
+    session = get_session_for_key(request_key(request), session_id)
+    found = find_blobs(
+        session, payload.sha256, with_data=payload.data, byte_budget=LOOKUP_BYTE_BUDGET
+    )
+    body = {
+        "blobs": [
+            {
+                "sha256": b.sha256,
+                "size": b.size,
+                "data": None if b.data is None else base64.b64encode(b.data).decode(),
+            }
+            for b in found.found
+        ],
+        "missing": found.missing,
+        "not_sent": found.not_sent,
+    }
+    return json_response(body)
+
+
+@router.get(
+    "/sessions/{session_id}/blobs/{sha256}",
+    summary="One blob's bytes",
+    response=responses({}, 404),
+    openapi_extra={
+        "responses": {
+            200: {
+                "description": "The bytes, as stored",
+                "content": {
+                    "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+                },
+            }
+        }
+    },
+)
+def read(request: HttpRequest, session_id: UUID, sha256: Sha256) -> HttpResponse:
+    session = get_session_for_key(request_key(request), session_id)
+    response = HttpResponse(read_blob(session, sha256), content_type="application/octet-stream")
+    # Bytes an agent stored: never rendered by a browser as a page of this origin.
+    response["Content-Disposition"] = f'attachment; filename="{sha256}"'
+    response["X-Content-Type-Options"] = "nosniff"
+    response["ETag"] = f'"{sha256}"'
+    response["Cache-Control"] = "private, max-age=31536000, immutable"
+    return response

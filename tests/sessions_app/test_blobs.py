@@ -1,0 +1,268 @@
+"""Blobs (POST /sessions/{id}/blobs, POST …/blobs/lookup, GET …/blobs/{sha256}): bytes stored
+once per session under their SHA-256, read by forks from their ancestors, deleted with the
+session, kept by compaction; bad input refused with nothing stored. The races (the same bytes
+from several processes, a store racing the session's deletion) run in several processes."""
+
+import base64
+import hashlib
+import time
+
+import pytest
+
+from core.actors import Actor
+from retention_app.services.compaction import compact_session
+from sessions_app.blob_api import LOOKUP_BYTE_BUDGET
+from sessions_app.models import Blob, Session
+from sessions_app.services.events import EventDraft, append_events
+from sessions_app.services.lifecycle import close_session
+from tests.conftest import ApiClient
+from tests.factories import make_api_key, make_session
+from tests.multiproc import ProcessPool, barrier
+
+TESTER = Actor.system("tests")
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def store(api: ApiClient, session_id, *contents: bytes):
+    return api.post(
+        f"/sessions/{session_id}/blobs", {"blobs": [{"data": b64(c)} for c in contents]}
+    )
+
+
+def test_bytes_are_stored_once_under_their_hash_and_read_back(api, project):
+    session = make_session(project)
+    first, second = b"x" * 1000, "héllo ☃".encode()
+
+    response = store(api, session.pk, first, second, first)
+
+    assert response.status_code == 201, response.json()
+    assert response.json()["blobs"] == [
+        {"sha256": sha(first), "size": 1000, "created": True},
+        {"sha256": sha(second), "size": len(second), "created": True},
+        {"sha256": sha(first), "size": 1000, "created": False},  # the same bytes, once
+    ]
+    again = store(api, session.pk, second)
+    assert again.status_code == 200
+    assert again.json()["blobs"] == [{"sha256": sha(second), "size": len(second), "created": False}]
+    assert Blob.objects.filter(session=session).count() == 2
+
+    raw = api.get(f"/sessions/{session.pk}/blobs/{sha(second)}")
+    assert raw.status_code == 200 and raw.content == second
+    assert raw["Content-Type"] == "application/octet-stream"
+    assert raw["X-Content-Type-Options"] == "nosniff"
+    assert raw["Content-Disposition"].startswith("attachment")
+
+    unknown = sha(b"never stored")
+    looked = api.post(
+        f"/sessions/{session.pk}/blobs/lookup",
+        {"sha256": [unknown, sha(second), sha(first)], "data": True},
+    )
+    assert looked.status_code == 200
+    assert looked.json() == {
+        "blobs": [
+            {"sha256": sha(second), "size": len(second), "data": b64(second)},
+            {"sha256": sha(first), "size": 1000, "data": b64(first)},
+        ],
+        "missing": [unknown],
+        "not_sent": [],
+    }
+    names_only = api.post(f"/sessions/{session.pk}/blobs/lookup", {"sha256": [sha(first)]})
+    assert names_only.json()["blobs"] == [{"sha256": sha(first), "size": 1000, "data": None}]
+
+
+def test_a_lookup_sends_at_most_its_byte_budget_and_names_the_rest(api, project, settings):
+    session = make_session(project)
+    size = settings.SWITCHBOARD_MAX_BLOB_BYTES
+    contents = [bytes([i]) * size for i in range(LOOKUP_BYTE_BUDGET // size + 1)]
+    for content in contents:
+        assert store(api, session.pk, content).status_code == 201
+
+    looked = api.post(
+        f"/sessions/{session.pk}/blobs/lookup",
+        {"sha256": [sha(c) for c in contents], "data": True},
+    ).json()
+
+    sent = [b for b in looked["blobs"] if b["data"] is not None]
+    assert len(sent) == LOOKUP_BYTE_BUDGET // size
+    assert all(base64.b64decode(b["data"]) == contents[i] for i, b in enumerate(sent))
+    assert looked["not_sent"] == [sha(contents[-1])]
+    assert looked["blobs"][-1] == {"sha256": sha(contents[-1]), "size": size, "data": None}
+
+
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ({"blobs": [{"data": "not base64!"}]}, "blobs[0].data"),
+        ({"blobs": [{"data": "QUJD"}, {"data": "QUJDRA"}]}, "blobs[1].data"),  # unpadded
+        ({"blobs": []}, "blobs"),
+        ({"blobs": [{"data": "QUJD", "sha256": "0" * 64}]}, "sha256"),  # the server names it
+        ({"blobs": [{"data": 12}]}, "data"),
+    ],
+)
+def test_bad_blobs_are_refused_and_nothing_is_stored(api, project, body, field):
+    session = make_session(project)
+
+    response = api.post(f"/sessions/{session.pk}/blobs", body)
+
+    assert response.status_code == 422, response.content
+    assert response.json()["error"]["code"] in {"invalid_input", "validation_error"}
+    assert field in response.content.decode()
+    assert not Blob.objects.exists()
+
+
+def test_a_blob_over_the_limit_is_413_naming_it(api, project, settings):
+    settings.SWITCHBOARD_MAX_BLOB_BYTES = 100
+    session = make_session(project)
+
+    response = store(api, session.pk, b"ok", b"y" * 101)
+
+    assert response.status_code == 413
+    assert response.json()["error"]["detail"] == {
+        "field": "blobs[1].data",
+        "limit": 100,
+        "size": 101,
+    }
+    assert not Blob.objects.exists()
+
+
+@pytest.mark.parametrize("bad", ["ABC", "0" * 63, "G" * 64, "A" * 64])
+def test_a_malformed_name_is_422_and_an_unknown_one_404(api, project, bad):
+    session = make_session(project)
+    assert api.get(f"/sessions/{session.pk}/blobs/{bad}").status_code == 422
+    lookup = api.post(f"/sessions/{session.pk}/blobs/lookup", {"sha256": [bad]})
+    assert lookup.status_code == 422
+    unknown = api.get(f"/sessions/{session.pk}/blobs/{sha(b'nothing')}")
+    assert unknown.status_code == 404
+    assert unknown.json()["error"]["code"] == "not_found"
+
+
+def test_a_fork_reads_its_ancestors_blobs_and_they_do_not_read_its(api, project):
+    parent = make_session(project)
+    append_events(parent, [EventDraft(kind="note", content={})], actor=TESTER)
+    inherited, own = b"from the parent", b"the fork's own"
+    store(api, parent.pk, inherited)
+    fork = api.post(f"/sessions/{parent.pk}/fork", {"at_seq": 1}).json()["id"]
+    grandchild = api.post(f"/sessions/{fork}/fork", {"at_seq": 1}).json()["id"]
+
+    assert api.get(f"/sessions/{grandchild}/blobs/{sha(inherited)}").content == inherited
+    resent = store(api, fork, inherited, own).json()["blobs"]
+    assert [b["created"] for b in resent] == [False, True]  # held by its parent already
+    assert not Blob.objects.filter(session_id=fork, sha256=sha(inherited)).exists()
+    assert api.get(f"/sessions/{parent.pk}/blobs/{sha(own)}").status_code == 404
+    looked = api.post(f"/sessions/{parent.pk}/blobs/lookup", {"sha256": [sha(own)]}).json()
+    assert looked["missing"] == [sha(own)]
+
+
+def test_another_projects_key_finds_nothing(other_api, api, project):
+    session = make_session(project)
+    store(api, session.pk, b"secret")
+    name = sha(b"secret")
+
+    assert other_api.get(f"/sessions/{session.pk}/blobs/{name}").status_code == 404
+    lookup = other_api.post(f"/sessions/{session.pk}/blobs/lookup", {"sha256": [name]})
+    assert lookup.status_code == 404
+    assert store(other_api, session.pk, b"planted").status_code == 404
+    assert Blob.objects.count() == 1
+
+
+def test_a_closed_session_takes_no_blobs_but_its_blobs_are_read(api, project):
+    session = make_session(project)
+    store(api, session.pk, b"kept")
+    close_session(session, actor=TESTER, reason="done")
+
+    refused = store(api, session.pk, b"late")
+
+    assert refused.status_code == 409
+    assert refused.json()["error"]["code"] == "session_not_writable"
+    assert api.get(f"/sessions/{session.pk}/blobs/{sha(b'kept')}").content == b"kept"
+    assert Blob.objects.count() == 1
+
+
+def test_compaction_keeps_them_and_deletion_removes_them(api, project):
+    session = make_session(project)
+    append_events(
+        session, [EventDraft(kind="note", content={"i": i}) for i in range(5)], actor=TESTER
+    )
+    store(api, session.pk, b"named by a checkpoint")
+    close_session(session, actor=TESTER, reason="done")
+    session.refresh_from_db()
+
+    compact_session(session, actor=TESTER)
+    assert Blob.objects.filter(session=session).count() == 1
+
+    assert api.delete(f"/sessions/{session.pk}").status_code == 200
+    assert not Blob.objects.filter(session_id=session.pk).exists()
+
+
+# --- Races between processes ----------------------------------------------------------------
+
+PROCESSES = 3
+
+
+@pytest.fixture(scope="module")
+def racers(django_db_setup):
+    with ProcessPool(PROCESSES) as pool:
+        yield pool
+
+
+def store_same_bytes(raw_key: str, session_id: str) -> tuple[int, list]:
+    from tests.conftest import ApiClient
+
+    barrier().wait()
+    response = store(ApiClient(raw_key), session_id, b"shared " * 1000, b"also shared")
+    return response.status_code, response.json()["blobs"]
+
+
+@pytest.mark.slow
+def test_processes_storing_the_same_bytes_keep_one_copy(transactional_db, project, racers):
+    _, raw_key = make_api_key(project)
+    session = make_session(project)
+
+    results = racers.run(store_same_bytes, [(raw_key, str(session.pk))] * PROCESSES)
+
+    assert {status for status, _ in results} <= {200, 201}, results
+    names = {(b["sha256"], b["size"]) for _, blobs in results for b in blobs}
+    assert names == {(sha(b"shared " * 1000), 7000), (sha(b"also shared"), 11)}
+    assert Blob.objects.filter(session=session).count() == 2
+
+
+def store_until_gone(raw_key: str, session_id: str, role: str) -> list[tuple]:
+    """In a child: the deleter waits a moment and deletes; the others store new blobs until the
+    session is gone. Every status."""
+    from tests.conftest import ApiClient
+
+    client = ApiClient(raw_key)
+    barrier().wait()
+    if role == "delete":
+        time.sleep(0.15)
+        return [client.delete(f"/sessions/{session_id}").status_code]
+    statuses = []
+    for i in range(400):
+        statuses.append(store(client, session_id, f"{role} {i}".encode() * 50).status_code)
+        if statuses[-1] != 201:
+            break
+    return statuses
+
+
+@pytest.mark.slow
+def test_a_delete_racing_stores_leaves_no_blob_behind(transactional_db, project, racers):
+    _, raw_key = make_api_key(project)
+    session = make_session(project)
+
+    results = racers.run(
+        store_until_gone, [(raw_key, str(session.pk), role) for role in ("delete", "a", "b")]
+    )
+
+    assert results[0] == [200]
+    stores = [status for statuses in results[1:] for status in statuses]
+    assert set(stores) <= {201, 404}, results
+    assert stores.count(201) >= 1 and stores[-1] == 404  # some landed, then gone
+    assert not Session.objects.filter(pk=session.pk).exists()
+    assert not Blob.objects.exists()
