@@ -6,7 +6,7 @@ import hashlib
 import os
 
 import pytest
-from switchboard_client import AsyncClient, NotFound
+from switchboard_client import AsyncClient, Client, NotFound
 
 from sessions_app.models import Blob
 
@@ -66,3 +66,42 @@ def test_a_fork_reads_its_parents_blobs_through_the_async_client(server_url, api
             return await client.load_blobs(fork.id, [name])
 
     assert asyncio.run(scenario()) == [b"inherited"]
+
+
+def counted(client, sent: list) -> None:
+    """Record each request `client` sends: (operation path, body bytes)."""
+    send = client._send
+
+    def counting(request, **options):
+        sent.append((request.operation.path, len(request.content or b"")))
+        return send(request, **options)
+
+    client._send = counting
+
+
+def test_a_list_stored_again_and_again_sends_only_its_new_items(sb, server_url, api_key):
+    session = sb.open_session("blob-bot")
+    messages = [f"message {i}: ".encode() + b"x" * 300 for i in range(200)]
+    sb.store_blobs(session.id, messages[:100])
+    sent: list = []
+    counted(sb, sent)
+
+    sb.store_blobs(session.id, messages[:101])  # one new, small: sent without asking
+    assert [path for path, _ in sent] == ["/sessions/{session_id}/blobs"]
+    assert sent[0][1] < 1000  # the new message alone, not the hundred before it
+    sent.clear()
+    sb.store_blobs(session.id, messages[:101])
+    assert sent == []  # nothing new: no request at all
+
+    # A new client (a restarted process) asks once, then sends only what is new.
+    sent.clear()
+    large = [m * 200 for m in messages[101:103]]  # over ASK_FIRST_BYTES: worth asking first
+    with Client(server_url, api_key) as fresh:
+        counted(fresh, sent)
+        fresh.store_blobs(session.id, messages[:101] + large)
+    assert [path for path, _ in sent] == [
+        "/sessions/{session_id}/blobs/lookup",
+        "/sessions/{session_id}/blobs",
+    ]
+    assert sent[1][1] < 2 * sum(map(len, large))  # the two new ones, base64
+    assert Blob.objects.filter(session_id=session.id).count() == 103

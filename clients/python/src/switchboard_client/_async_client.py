@@ -23,10 +23,12 @@ import httpx
 from . import models as m
 from . import operations as ops
 from ._core import (
+    ASK_FIRST_BYTES,
     BLOBS_PER_CALL,
     PIECE_SIZE,
     Request,
     RetryPolicy,
+    StoredBlobNames,
     blob_batches,
     build,
     default_headers,
@@ -96,6 +98,8 @@ class AsyncClient:
             transport=transport,
             **(httpx_options or {}),
         )
+        # Blob names this client stored or found per session: not asked about, nor sent again.
+        self._stored_blobs = StoredBlobNames()
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -726,28 +730,37 @@ class AsyncClient:
     # sends only what the server lacks; store_value cuts a value into pieces first.
 
     async def store_blobs(self, session_id: str, contents: Sequence[bytes]) -> list[str]:
-        """Store `contents` in the session; their names (SHA-256, hex), in order. Asks first
-        which the session (or its ancestors) lacks and sends only those, in requests that fit
-        the server's body limit."""
+        """Store `contents` in the session; their names (SHA-256, hex), in order. What this
+        client stored or found there before is not sent again; of the rest, more than
+        ASK_FIRST_BYTES in all, it first asks which the session (or its ancestors) lacks. Sent
+        in requests that fit the server's body limit."""
         names = [hashlib.sha256(content).hexdigest() for content in contents]
-        missing = set(await self.missing_blobs(session_id, names))
+        known = self._stored_blobs.of(session_id)
         unsent = {
-            name: content for name, content in zip(names, contents, strict=True) if name in missing
+            name: content
+            for name, content in zip(names, contents, strict=True)
+            if name not in known
         }
+        if sum(map(len, unsent.values())) > ASK_FIRST_BYTES:
+            missing = set(await self.missing_blobs(session_id, list(unsent)))
+            unsent = {name: content for name, content in unsent.items() if name in missing}
         for batch in blob_batches(list(unsent.values())):
             body: m.BlobsIn = {"blobs": [{"data": b64encode(c).decode()} for c in batch]}
             await self._call(build(ops.BLOBS_STORE, {"session_id": session_id}, body=body))
+        self._stored_blobs.add(session_id, names)
         return names
 
     async def missing_blobs(self, session_id: str, names: Sequence[str]) -> list[str]:
         """Which of `names` the session and its ancestors do not hold."""
         missing: list[str] = []
         for start in range(0, len(names), BLOBS_PER_CALL):
-            body: m.BlobLookupIn = {"sha256": list(names[start : start + BLOBS_PER_CALL])}
+            asked = list(names[start : start + BLOBS_PER_CALL])
+            body: m.BlobLookupIn = {"sha256": asked}
             found: m.BlobLookup = await self._call(
                 build(ops.BLOBS_LOOKUP, {"session_id": session_id}, body=body)
             )
             missing.extend(found.missing)
+            self._stored_blobs.add(session_id, [b.sha256 for b in found.blobs])
         return missing
 
     async def load_blobs(self, session_id: str, names: Sequence[str]) -> list[bytes]:

@@ -281,6 +281,30 @@ PIECE_SIZE = 256 * 1024
 # Bytes of blob data per store request before base64 (4 bytes per 3): under the server's
 # default 1 MiB body limit with room for the JSON around them.
 _BATCH_BYTES = 600 * 1024
+# Below this many bytes to store, sending them is cheaper than asking which the server lacks.
+ASK_FIRST_BYTES = 64 * 1024
+
+
+class StoredBlobNames:
+    """The blob names a client knows a session holds (it stored or found them), so a value
+    stored again and again sends and asks about its new parts only. Forgotten whole past
+    `limit` names (about 100 bytes each): the server still has them, the next store asks."""
+
+    def __init__(self, limit: int = 1_000_000) -> None:
+        self.limit = limit
+        self._names: dict[str, set[str]] = {}
+        self._count = 0
+
+    def of(self, session_id: str) -> set[str]:
+        return self._names.get(session_id, set())
+
+    def add(self, session_id: str, names: list[str]) -> None:
+        held = self._names.setdefault(session_id, set())
+        before = len(held)
+        held.update(names)
+        self._count += len(held) - before
+        if self._count > self.limit:
+            self._names, self._count = {}, 0
 
 
 def blob_batches(contents: list[bytes]) -> list[list[bytes]]:
