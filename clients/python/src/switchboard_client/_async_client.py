@@ -89,11 +89,11 @@ class AsyncClient:
         transport: httpx.AsyncBaseTransport | None = None,
         httpx_options: Mapping[str, Any] | None = None,
     ) -> None:
-        self.url, api_key = resolve_config(url, api_key)
+        self.url, self.api_key = resolve_config(url, api_key)
         self.retry = retry or RetryPolicy()
         self.timeout = timeout
         self._http = httpx.AsyncClient(
-            headers=default_headers(api_key),
+            headers=default_headers(self.api_key),
             timeout=timeout,
             transport=transport,
             **(httpx_options or {}),

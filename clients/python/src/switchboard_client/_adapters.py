@@ -1,0 +1,37 @@
+"""What the framework adapters (openai_agents, langgraph, adk) share: the client they talk
+through and the namespace of the external ids they make.
+
+Every adapter is built as `Adapter(client=None, *, namespace="")`: `client` is a Client or an
+AsyncClient (the adapter makes the other flavour it needs from the same URL and key), or None
+for one made from SWITCHBOARD_URL and SWITCHBOARD_API_KEY; `namespace` prefixes every external
+id the adapter makes, so several applications (or test runs) share one project without their
+threads colliding.
+"""
+
+from __future__ import annotations
+
+from ._async_client import AsyncClient
+from ._sync_client import Client
+
+
+def sync_client(client: Client | AsyncClient | None) -> Client:
+    """`client` if it is a Client; else one on the same server with the same key and policy."""
+    if isinstance(client, Client):
+        return client
+    if isinstance(client, AsyncClient):
+        return Client(client.url, client.api_key, timeout=client.timeout, retry=client.retry)
+    return Client()
+
+
+def async_client(client: Client | AsyncClient | None) -> AsyncClient:
+    """`client` if it is an AsyncClient; else one on the same server with the same key."""
+    if isinstance(client, AsyncClient):
+        return client
+    if isinstance(client, Client):
+        return AsyncClient(client.url, client.api_key, timeout=client.timeout, retry=client.retry)
+    return AsyncClient()
+
+
+def namespaced(namespace: str, name: str) -> str:
+    """The external id an adapter gives `name` (a thread id, a session id) in `namespace`."""
+    return f"{namespace}{name}"
