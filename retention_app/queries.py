@@ -4,9 +4,10 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import QuerySet, Sum
+from django.db.models import Q, QuerySet, Sum
 from django.db.models.functions import TruncDate
 
+from core.cursors import newest_first_page
 from sessions_app.models import Session
 
 from .models import LegalHold, RetentionRun, RunStatus
@@ -14,6 +15,19 @@ from .models import LegalHold, RetentionRun, RunStatus
 
 def recent_runs(project_id: int, *, limit: int = 50) -> list[RetentionRun]:
     return list(RetentionRun.objects.filter(project_id=project_id).order_by("-started_at")[:limit])
+
+
+def page_runs(
+    project_id: int, *, cursor: str | None, limit: int
+) -> tuple[list[RetentionRun], str | None]:
+    """The API's run history: newest first (as recent_runs), a page at a time."""
+    return newest_first_page(
+        RetentionRun.objects.filter(project_id=project_id),
+        field="started_at",
+        cursor=cursor,
+        limit=limit,
+        order="runs",
+    )
 
 
 def unclaimed_runs(runs: list[RetentionRun], *, now: datetime) -> set[int]:
@@ -70,9 +84,58 @@ def standing_holds(project_id: int) -> QuerySet[LegalHold]:
 
 def held_session_ids(project_id: int, sessions: list[Session]) -> set[str]:
     """Which of `sessions` stand under a hold (their own, their agent's, their project's)."""
-    holds = list(standing_holds(project_id).values_list("scope", "session_id", "agent_id"))
-    if any(scope == "project" for scope, _, _ in holds):
-        return {str(s.pk) for s in sessions}
-    held_sessions = {sid for scope, sid, _ in holds if scope == "session"}
-    held_agents = {aid for scope, _, aid in holds if scope == "agent"}
-    return {str(s.pk) for s in sessions if s.pk in held_sessions or s.agent_id in held_agents}
+    return {sid for sid, holds in holds_covering(project_id, sessions).items() if holds}
+
+
+def page_holds(
+    project_id: int, *, include_released: bool, cursor: str | None, limit: int
+) -> tuple[list[LegalHold], str | None]:
+    """The API's holds: the standing ones (or all, `include_released`), newest first."""
+    qs = LegalHold.objects.filter(project_id=project_id).select_related("agent")
+    if not include_released:
+        qs = qs.filter(released_at__isnull=True)
+    return newest_first_page(qs, field="created_at", cursor=cursor, limit=limit, order="holds")
+
+
+def holds_covering(project_id: int, sessions: list[Session]) -> dict[str, list[LegalHold]]:
+    """Session id -> the standing holds covering it (its own, its agent's, the project's), in
+    that order: one query for a page of sessions."""
+    if not sessions:
+        return {}
+    holds = list(
+        LegalHold.objects.filter(project_id=project_id, released_at__isnull=True)
+        .filter(
+            Q(scope="project")
+            | Q(scope="agent", agent_id__in={s.agent_id for s in sessions})
+            | Q(scope="session", session_id__in=[s.pk for s in sessions])
+        )
+        .select_related("agent")
+        .order_by("pk")
+    )
+    order = {"session": 0, "agent": 1, "project": 2}
+    holds.sort(key=lambda h: order[h.scope])
+    return {
+        str(s.pk): [
+            h
+            for h in holds
+            if h.scope == "project"
+            or (h.scope == "agent" and h.agent_id == s.agent_id)
+            or h.session_id == s.pk
+        ]
+        for s in sessions
+    }
+
+
+def hold_dict(hold: LegalHold) -> dict[str, Any]:
+    """A hold as the API shows it (HoldOut)."""
+    return {
+        "id": hold.pk,
+        "scope": hold.scope,
+        "session_id": str(hold.session_id) if hold.session_id else None,
+        "agent": hold.agent.name if hold.agent_id and hold.agent else None,
+        "reason": hold.reason,
+        "created_by": hold.created_by,
+        "created_at": hold.created_at.isoformat(),
+        "released_at": hold.released_at.isoformat() if hold.released_at else None,
+        "released_by": hold.released_by,
+    }

@@ -361,7 +361,8 @@ def request_runs(project_id: int, *, trigger: str) -> list[RetentionRun]:
                 if updated:
                     publish(RetentionChanged(project_id=project_id, what="run", id=str(run.pk)))
         raise JobsUnavailable(
-            "The job queue is unavailable: nothing was run. Try again later."
+            "The job queue is unavailable: nothing was run. Try again later.",
+            detail={"runs": [run.pk for run in runs]},
         ) from exc
     return runs
 

@@ -244,15 +244,35 @@ def save_policy(project: Project, data: Any, *, actor: Actor) -> ProjectPolicies
                 },
             )
         saved = project_policies(project)
-        record_audit(
-            project,
-            actor=actor,
-            action="retention.policy",
-            target_type="project",
-            target_id=project.pk,
-            detail={"old": old, "new": policy_document(saved)},
-        )
+        _audit_change(project, actor, old, saved)
     return saved
+
+
+def reset_policy(project: Project, *, actor: Actor) -> ProjectPolicies:
+    """Back to the deployment's defaults (SWITCHBOARD_RETENTION_DEFAULTS): the project's policy
+    and every agent override are removed. Audited as a policy change (old and new values, and
+    `reset`); resetting a project that has the defaults already changes and records nothing."""
+    with transaction.atomic():
+        Project.objects.select_for_update(no_key=True).filter(pk=project.pk).first()
+        old = policy_document(project_policies(project))
+        removed, _ = RetentionPolicy.objects.filter(project=project).delete()
+        saved = project_policies(project)
+        if removed:
+            _audit_change(project, actor, old, saved, reset=True)
+    return saved
+
+
+def _audit_change(
+    project: Project, actor: Actor, old: dict[str, Any], saved: ProjectPolicies, **extra: Any
+) -> None:
+    record_audit(
+        project,
+        actor=actor,
+        action="retention.policy",
+        target_type="project",
+        target_id=project.pk,
+        detail={"old": old, "new": policy_document(saved), **extra},
+    )
 
 
 def policies_from(parsed: ParsedPolicy) -> ProjectPolicies:
