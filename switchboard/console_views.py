@@ -29,7 +29,13 @@ from core.services.members import (
     find_user,
     remove_member,
 )
-from core.services.projects import create_api_key, create_project, rename_project, revoke_api_key
+from core.services.projects import (
+    api_key_in,
+    create_api_key,
+    create_project,
+    rename_project,
+    revoke_api_key,
+)
 from core.services.webhooks import project_endpoints
 from handoffs_app.services.records import sla_for
 from handoffs_app.services.sla import DEFAULT_LIMITS, FIELDS, LIMITS, update_handoff_settings
@@ -319,13 +325,7 @@ def api_key_create(request: HttpRequest, project_id: int) -> HttpResponse:
 @login_required
 def api_key_revoke(request: HttpRequest, project_id: int, key_id: int) -> HttpResponse:
     membership = project_for(request, project_id, Role.ADMIN)
-    api_key = (
-        ApiKey.objects.filter(pk=key_id, project_id=membership.project_id).first()
-        if 0 < key_id < 2**63
-        else None
-    )
-    if api_key is None:
-        raise NotFound("API key not found.")
+    api_key = api_key_in(membership.project_id, key_id)
     revoke_api_key(api_key, actor=_actor(request))
     messages.success(request, f"Key {api_key.prefix} revoked: requests with it now answer 401.")
     return redirect("dashboard:api_keys", project_id)

@@ -12,7 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.actors import Actor
-from core.errors import Conflict, InvalidInput
+from core.errors import Conflict, InvalidInput, NotFound
 from core.models import ApiKey, KeyScope, Membership, Project, Role
 from core.services.audit import record_audit
 from core.text import text_problem
@@ -151,11 +151,36 @@ def create_api_key(
     return api_key, raw_key
 
 
+def api_key_in(project: Project | int, key_id: int) -> ApiKey:
+    """The project's key `key_id`; another project's (or none) is NotFound (404)."""
+    project_id = project.pk if isinstance(project, Project) else project
+    api_key = (
+        ApiKey.objects.filter(pk=key_id, project_id=project_id).first()
+        if 0 < key_id < 2**63
+        else None
+    )
+    if api_key is None:
+        raise NotFound("API key not found.")
+    return api_key
+
+
+class OwnKey(Conflict):
+    """A key asked to revoke itself: refused, so that no automation locks itself out by
+    mistake (rotate by creating the new key, then revoking the old one with it)."""
+
+    code = "own_key"
+
+
 @transaction.atomic
 def revoke_api_key(api_key: ApiKey, *, actor: Actor) -> ApiKey:
     """Revoke the key (a no-op if it already is). Every server process confirms its cached keys
     on each request (core.keycache: a new epoch after this commits), so the next request with
-    it answers 401 wherever it lands."""
+    it answers 401 wherever it lands. A key acting on itself is refused (OwnKey, 409)."""
+    if actor.api_key is not None and actor.api_key.pk == api_key.pk:
+        raise OwnKey(
+            "A key cannot revoke itself: revoke it with another admin key or on the dashboard.",
+            detail={"id": api_key.pk, "prefix": api_key.prefix},
+        )
     # Conditional update: two admins revoking at once write one revocation and one audit row.
     now = timezone.now()
     changed = ApiKey.objects.filter(pk=api_key.pk, revoked_at__isnull=True).update(revoked_at=now)
