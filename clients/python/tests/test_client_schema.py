@@ -90,15 +90,47 @@ def test_the_sync_client_is_generated_from_the_async_one():
     assert check.returncode == 0, check.stderr
 
 
+# The framework adapters (optional extras) and the one framework each may import besides.
+ADAPTERS = {
+    "adk.py": {"google"},
+    "langgraph.py": {"langgraph", "langchain_core"},
+    "openai_agents.py": {"agents", "openai"},
+}
+
+
 def test_the_client_imports_nothing_but_the_standard_library_and_httpx():
     imported = set()
     for path in PACKAGE.glob("*.py"):
+        found = set()
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
-                imported.update(alias.name.split(".")[0] for alias in node.names)
+                found.update(alias.name.split(".")[0] for alias in node.names)
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                imported.add(node.module.split(".")[0])
+                found.add(node.module.split(".")[0])
+        imported.update(found - ADAPTERS.get(path.name, set()))
     assert imported - sys.stdlib_module_names == {"httpx"}
+
+
+def test_the_client_imports_without_the_frameworks():
+    """`import switchboard_client` works where no framework is installed: none is imported
+    until its adapter module is."""
+    code = (
+        "import sys\n"
+        "class Absent:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in {'google', 'langgraph', 'langchain_core', 'agents'}:\n"
+        "            raise ImportError(name)\n"
+        "sys.meta_path.insert(0, Absent())\n"
+        "import switchboard_client\n"
+        "switchboard_client.Client('http://x', 'k').close()\n"
+        "try:\n"
+        "    import switchboard_client.adk\n"
+        "except ImportError:\n"
+        "    print('adapter needs its framework')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "adapter needs its framework\n"
 
 
 @pytest.mark.parametrize("variable", ["SWITCHBOARD_URL", "SWITCHBOARD_API_KEY"])

@@ -1,0 +1,512 @@
+"""Google ADK's session store on Switchboard: `SwitchboardSessionService`, a `BaseSessionService`.
+
+    from switchboard_client.adk import SwitchboardSessionService
+
+    runner = Runner(agent=agent, app_name="support", session_service=SwitchboardSessionService())
+
+How ADK's model is kept (docs/adapters/adk.md says the same for users):
+
+- An ADK session is a Switchboard session whose external_id is made from the namespace, the app
+  name, the user id and the session id (`adk:s:<app>:<user>:<id>`, each part percent-encoded so
+  none can run into the next; a SHA-256 of it when that is over the API's 200 characters), with
+  metadata {adk, namespace, app_name, user_id, session_id}, so list_sessions is one filtered
+  request (with include=state) whatever the external ids look like.
+- Each ADK event is one event an operator can read: a `message` (the text of its parts), a
+  `tool_call` / `tool_result` (function calls / responses: name, arguments, result), or a `note`
+  (an event with neither, e.g. state only); each carries the whole ADK event as JSON under
+  `adk`, so get_session returns events equal to the ones appended. Its state delta rides in the
+  same append as a `state` event.
+- ADK state replaces per key and keeps `None`; a working-state patch (RFC 7386) deletes a key
+  set to null and merges objects. So each value is stored wrapped in a one-element list,
+  `{"adk_state": {"key": [value]}}`: a list replaces whole, so the patch replaces per key and
+  `None` stays `[null]`. `temp:` keys are never sent. `app:` and `user:` keys live in one
+  Switchboard session per app (`adk:a:<app>`) and one per app and user (`adk:u:<app>:<user>`),
+  read into every session of that app / user as ADK does.
+- Stale writers are refused: a session read or written here carries its Switchboard id and head
+  seq in ADK's `_storage_update_marker`, and the next append sends that head as
+  `expected_head_seq`; a session written by someone else since answers 409 head_seq_mismatch,
+  raised as ADK's StaleSessionError.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+from collections.abc import AsyncIterator, Awaitable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any, Literal, override
+from urllib.parse import quote
+
+from google.adk.errors import StaleSessionError
+from google.adk.errors.already_exists_error import AlreadyExistsError
+from google.adk.errors.session_not_found_error import SessionNotFoundError
+from google.adk.events.event import Event
+from google.adk.platform import time as platform_time
+from google.adk.platform import uuid as platform_uuid
+from google.adk.sessions import _session_util
+from google.adk.sessions.base_session_service import (
+    BaseSessionService,
+    GetSessionConfig,
+    ListSessionsResponse,
+)
+from google.adk.sessions.session import Session
+from google.adk.sessions.state import State
+
+from . import models as m
+from ._adapters import async_client, namespaced
+from ._async_client import AsyncClient
+from ._sync_client import Client
+from .errors import Conflict, NotFound
+
+__all__ = ["SwitchboardSessionService"]
+
+# The API's longest external_id; a longer readable one is replaced by its SHA-256.
+_MAX_EXTERNAL_ID = 200
+# Where ADK's state lives in a session's working state, each value wrapped in a list.
+_STATE = "adk_state"
+_UPDATED = "last_update_time"
+# The event kinds ADK events are written as (a state delta rides as a `state` event beside).
+_EVENT_KINDS = ("message", "tool_call", "tool_result", "note")
+_PAGE = 1000
+
+Scope = Literal["session", "app_state", "user_state"]
+
+
+class SwitchboardSessionService(BaseSessionService):
+    """ADK's BaseSessionService on a Switchboard project.
+
+    `client`: a Client or AsyncClient (this service talks through an AsyncClient on the same URL
+    and key), or None for one from SWITCHBOARD_URL and SWITCHBOARD_API_KEY. `namespace`
+    prefixes every external id made here, so several applications or test runs share a project
+    without their sessions colliding."""
+
+    def __init__(self, client: Client | AsyncClient | None = None, *, namespace: str = "") -> None:
+        self.client = async_client(client)
+        self.namespace = namespace
+        # Appends to one session from this process go one at a time, so each sends the head
+        # the previous one left (parallel agents of an invocation share one Session object).
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+        # Switchboard ids of the app- and user-state sessions opened here (never deleted).
+        self._shared_ids: dict[str, str] = {}
+
+    # --- Names ---------------------------------------------------------------------------------
+
+    def _external_id(self, *parts: str) -> str:
+        readable = namespaced(self.namespace, "adk:" + ":".join(quote(p, safe="") for p in parts))
+        if len(readable) <= _MAX_EXTERNAL_ID:
+            return readable
+        digest = hashlib.sha256(readable.encode()).hexdigest()
+        return namespaced(self.namespace, "adk:h:" + digest)
+
+    def _session_ref(self, app_name: str, user_id: str, session_id: str) -> str:
+        return self._external_id("s", app_name, user_id, session_id)
+
+    def _app_ref(self, app_name: str) -> str:
+        return self._external_id("a", app_name)
+
+    def _user_ref(self, app_name: str, user_id: str) -> str:
+        return self._external_id("u", app_name, user_id)
+
+    def _metadata(self, scope: Scope, app_name: str, **ids: str) -> dict[str, Any]:
+        # Sessions carry app_name; the shared-state ones carry state_of instead, so listing an
+        # app's sessions by metadata never finds them.
+        app_key = "app_name" if scope == "session" else "state_of"
+        return {"adk": scope, "namespace": self.namespace, app_key: app_name, **ids}
+
+    @staticmethod
+    def _agent(app_name: str) -> str:
+        return f"adk:{app_name}"[:100]
+
+    # --- BaseSessionService --------------------------------------------------------------------
+
+    @override
+    async def create_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        state: dict[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> Session:
+        session_id = (session_id.strip() if session_id else None) or platform_uuid.new_uuid()
+        deltas = _session_util.extract_json_safe_state_delta(state or {})
+        ref = self._session_ref(app_name, user_id, session_id)
+        opened = await self.client.open_session(
+            self._agent(app_name),
+            external_id=ref,
+            title=f"{app_name} · {user_id} · {session_id}"[:300],
+            metadata=self._metadata("session", app_name, user_id=user_id, session_id=session_id),
+        )
+        if opened.head_seq:
+            raise AlreadyExistsError(f"Session with id {session_id} already exists.")
+        now = platform_time.get_time()
+        first: m.EventIn = {
+            "kind": "state",
+            "content": {_STATE: _wrap(deltas["session"]), _UPDATED: now},
+        }
+        try:
+            # expected_head_seq=0: of two creators racing on one id, one writes and the other
+            # is told the session exists (open answered both with the same, empty session).
+            written = await self.client.append(opened.id, [first], expected_head_seq=0)
+        except Conflict as error:
+            if error.code == "head_seq_mismatch":
+                raise AlreadyExistsError(f"Session with id {session_id} already exists.") from error
+            raise
+        await self._write_shared(app_name, user_id, deltas)
+        app_state, user_state = await asyncio.gather(
+            self._read_shared(self._app_ref(app_name)),
+            self._read_shared(self._user_ref(app_name, user_id)),
+        )
+        session = Session(
+            id=session_id,
+            app_name=app_name,
+            user_id=user_id,
+            state=_merge(app_state, user_state, deltas["session"]),
+            last_update_time=now,
+        )
+        session._storage_update_marker = _marker(opened.id, written.head_seq)
+        return session
+
+    @override
+    async def get_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        config: GetSessionConfig | None = None,
+    ) -> Session | None:
+        session_id = session_id.strip() if session_id else session_id
+        found, app_state, user_state = await asyncio.gather(
+            self.client.find_session(
+                self._session_ref(app_name, user_id, session_id), include_state=True
+            ),
+            self._read_shared(self._app_ref(app_name)),
+            self._read_shared(self._user_ref(app_name, user_id)),
+        )
+        if found is None:
+            return None
+        config = config or GetSessionConfig()
+        events: list[Event] = []
+        if config.num_recent_events != 0:
+            events = await self._recent_events(
+                found.id, config.num_recent_events, config.after_timestamp
+            )
+        working = found.state or {}
+        session = Session(
+            id=session_id,
+            app_name=app_name,
+            user_id=user_id,
+            state=_merge(app_state, user_state, _unwrap(working.get(_STATE))),
+            events=events,
+            last_update_time=float(working.get(_UPDATED) or 0.0),
+        )
+        session._storage_update_marker = _marker(found.id, found.head_seq)
+        return session
+
+    @override
+    async def list_sessions(
+        self, *, app_name: str, user_id: str | None = None
+    ) -> ListSessionsResponse:
+        metadata: dict[str, str | int | float | bool | None] = {
+            "adk": "session",
+            "namespace": self.namespace,
+            "app_name": app_name,
+        }
+        if user_id is not None:
+            metadata["user_id"] = user_id
+            shared: Awaitable[tuple[dict[str, Any], dict[str, dict[str, Any]]]] = (
+                self._shared_of_user(app_name, user_id)
+            )
+        else:
+            shared = self._shared_of_app(app_name)
+        listed, (app_state, user_states) = await asyncio.gather(
+            _collect(self.client.iter_sessions(metadata=metadata, include_state=True, limit=200)),
+            shared,
+        )
+        sessions = []
+        for item in listed:
+            owner = str(item.metadata.get("user_id", ""))
+            working = item.state or {}
+            session = Session(
+                id=str(item.metadata.get("session_id", "")),
+                app_name=app_name,
+                user_id=owner,
+                state=_merge(app_state, user_states.get(owner, {}), _unwrap(working.get(_STATE))),
+                last_update_time=float(working.get(_UPDATED) or 0.0),
+            )
+            session._storage_update_marker = _marker(item.id, item.head_seq)
+            sessions.append(session)
+        sessions.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
+        return ListSessionsResponse(sessions=sessions)
+
+    @override
+    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        session_id = session_id.strip() if session_id else session_id
+        found = await self.client.find_session(self._session_ref(app_name, user_id, session_id))
+        if found is None:
+            return
+        with contextlib.suppress(NotFound):  # deleted meanwhile: what was asked
+            await self.client.delete_session(found.id)
+
+    @override
+    async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
+        return await self._read_shared(self._user_ref(app_name, user_id))
+
+    @override
+    async def append_event(self, session: Session, event: Event) -> Event:
+        if event.partial:
+            return event
+        # temp: keys reach the in-memory session for the rest of the invocation, never storage.
+        self._apply_temp_state(session, event)
+        event = self._trim_temp_delta_state(event)
+        deltas = _session_util.extract_json_safe_state_delta(event.actions.state_delta or {})
+        ref = self._session_ref(session.app_name, session.user_id, session.id)
+        async with self._lock(ref):
+            switchboard_id, head = _parse_marker(session._storage_update_marker)
+            if switchboard_id is None:
+                # A Session made by hand (no marker): append at whatever head the log has.
+                found = await self.client.find_session(ref)
+                if found is None:
+                    raise SessionNotFoundError(f"Session {session.id} not found.")
+                switchboard_id = found.id
+            data = event.model_dump(exclude_none=True, mode="json")
+            # The event's id with a digest of its content: an equal event delivered again is
+            # replayed by the server (nothing written twice); another one sharing its id is not.
+            digest = hashlib.sha256(
+                json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+            ).hexdigest()[:24]
+            key = f"adk:{event.id}:{digest}"[:190]
+            readable = _readable(event, data)
+            readable["idempotency_key"] = key
+            batch: list[m.EventIn] = [
+                readable,
+                {
+                    "kind": "state",
+                    "content": {_STATE: _wrap(deltas["session"]), _UPDATED: event.timestamp},
+                    "idempotency_key": key + ":state",
+                },
+            ]
+            try:
+                written = await self.client.append(switchboard_id, batch, expected_head_seq=head)
+            except Conflict as error:
+                if error.code == "head_seq_mismatch":
+                    raise StaleSessionError(
+                        "The session has been modified in storage since it was loaded. "
+                        "Please reload the session before appending more events."
+                    ) from error
+                raise
+            except NotFound as error:
+                raise SessionNotFoundError(f"Session {session.id} not found.") from error
+            if all(e.replayed for e in written.events):
+                return event  # delivered before: neither stored nor applied again
+            session._storage_update_marker = _marker(switchboard_id, written.head_seq)
+            session.last_update_time = event.timestamp
+            await self._write_shared(session.app_name, session.user_id, deltas)
+        return self._commit_event_to_session(session, event)
+
+    # --- Reading events ------------------------------------------------------------------------
+
+    async def _recent_events(
+        self, switchboard_id: str, limit: int | None, after: float | None
+    ) -> list[Event]:
+        """The session's ADK events, oldest first: the last `limit` of them, of those the ones
+        after the newest one older than `after` (as InMemorySessionService filters)."""
+        newest_first: list[Event] = []
+        before: int | None = None
+        while limit is None or len(newest_first) < limit:
+            page = await self.client.events(
+                switchboard_id,
+                before_seq=before,
+                order="desc",
+                kind=_EVENT_KINDS,
+                limit=_PAGE if limit is None else min(_PAGE, limit - len(newest_first) + 8),
+            )
+            for stored in page.events:
+                data = stored.content.get("adk")
+                if not isinstance(data, dict):
+                    continue  # written by someone else (an operator's message): not ADK's
+                event = Event.model_validate(data)
+                if after is not None and event.timestamp < after:
+                    return newest_first[::-1]
+                newest_first.append(event)
+                if limit is not None and len(newest_first) == limit:
+                    break
+            if not page.has_more or not page.events:
+                break
+            before = page.events[-1].seq
+        return newest_first[::-1]
+
+    # --- app: and user: state ------------------------------------------------------------------
+
+    async def _read_shared(self, ref: str) -> dict[str, Any]:
+        found = await self.client.find_session(ref, include_state=True)
+        if found is None:
+            return {}
+        self._shared_ids[ref] = found.id
+        return _unwrap((found.state or {}).get(_STATE))
+
+    async def _shared_of_user(
+        self, app_name: str, user_id: str
+    ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+        app_state, user_state = await asyncio.gather(
+            self._read_shared(self._app_ref(app_name)),
+            self._read_shared(self._user_ref(app_name, user_id)),
+        )
+        return app_state, {user_id: user_state}
+
+    async def _shared_of_app(
+        self, app_name: str
+    ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+        """The app's state and every user's, from one listing of the app's state sessions."""
+        app_state: dict[str, Any] = {}
+        user_states: dict[str, dict[str, Any]] = {}
+        metadata: dict[str, str | int | float | bool | None] = {
+            "namespace": self.namespace,
+            "state_of": app_name,
+        }
+        async for item in self.client.iter_sessions(
+            metadata=metadata, include_state=True, limit=200
+        ):
+            values = _unwrap((item.state or {}).get(_STATE))
+            if item.metadata.get("adk") == "app_state":
+                app_state = values
+            elif item.metadata.get("adk") == "user_state":
+                user_states[str(item.metadata.get("user_id", ""))] = values
+        return app_state, user_states
+
+    async def _write_shared(
+        self, app_name: str, user_id: str, deltas: Mapping[str, dict[str, Any]]
+    ) -> None:
+        writes = []
+        if deltas["app"]:
+            writes.append(
+                self._patch_shared(
+                    self._app_ref(app_name),
+                    self._metadata("app_state", app_name),
+                    app_name,
+                    deltas["app"],
+                )
+            )
+        if deltas["user"]:
+            writes.append(
+                self._patch_shared(
+                    self._user_ref(app_name, user_id),
+                    self._metadata("user_state", app_name, user_id=user_id),
+                    app_name,
+                    deltas["user"],
+                )
+            )
+        await asyncio.gather(*writes)
+
+    async def _patch_shared(
+        self, ref: str, metadata: dict[str, Any], app_name: str, delta: dict[str, Any]
+    ) -> None:
+        """Apply `delta` to a shared-state session (opened on first use): no head is expected,
+        since ADK's app: and user: writes are last-write-wins per key."""
+        patch: m.EventIn = {"kind": "state", "content": {_STATE: _wrap(delta)}}
+        for attempt in range(2):
+            switchboard_id = self._shared_ids.get(ref)
+            if switchboard_id is None:
+                opened = await self.client.open_session(
+                    self._agent(app_name), external_id=ref, title=ref[:300], metadata=metadata
+                )
+                switchboard_id = self._shared_ids[ref] = opened.id
+            try:
+                await self.client.append(switchboard_id, [patch])
+                return
+            except NotFound:
+                # Deleted by someone else since this process opened it: open it again.
+                self._shared_ids.pop(ref, None)
+                if attempt:
+                    raise
+
+    @asynccontextmanager
+    async def _lock(self, ref: str) -> AsyncIterator[None]:
+        lock, users = self._locks.get(ref, (asyncio.Lock(), 0))
+        self._locks[ref] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[ref]
+            if users == 1:
+                del self._locks[ref]
+            else:
+                self._locks[ref] = (lock, users - 1)
+
+
+# --- Encoding ----------------------------------------------------------------------------------
+
+
+def _wrap(values: Mapping[str, Any]) -> dict[str, list[Any]]:
+    """ADK state as a merge patch that replaces per key and keeps None: each value in a list."""
+    return {key: [value] for key, value in values.items()}
+
+
+def _unwrap(stored: Any) -> dict[str, Any]:
+    if not isinstance(stored, dict):
+        return {}
+    return {key: value[0] for key, value in stored.items() if isinstance(value, list) and value}
+
+
+def _merge(
+    app_state: Mapping[str, Any], user_state: Mapping[str, Any], session_state: Mapping[str, Any]
+) -> dict[str, Any]:
+    merged = dict(session_state)
+    merged.update({State.APP_PREFIX + key: value for key, value in app_state.items()})
+    merged.update({State.USER_PREFIX + key: value for key, value in user_state.items()})
+    return merged
+
+
+def _marker(switchboard_id: str, head_seq: int) -> str:
+    return f"{switchboard_id}@{head_seq}"
+
+
+def _parse_marker(marker: str | None) -> tuple[str | None, int | None]:
+    if not marker or "@" not in marker:
+        return None, None
+    switchboard_id, _, head = marker.rpartition("@")
+    return switchboard_id, int(head)
+
+
+async def _collect(items: AsyncIterator[m.SessionListItem]) -> list[m.SessionListItem]:
+    return [item async for item in items]
+
+
+def _readable(event: Event, data: dict[str, Any]) -> m.EventIn:
+    """The ADK event as an operator reads it: its text, its tool call or its tool result, with
+    the whole event under `adk`."""
+    parts = event.content.parts if event.content and event.content.parts else []
+    text = "".join(p.text for p in parts if p.text and not p.thought)
+    calls = event.get_function_calls()
+    responses = event.get_function_responses()
+    tokens = 0
+    if event.usage_metadata and event.usage_metadata.total_token_count:
+        tokens = event.usage_metadata.total_token_count
+    content: dict[str, Any]
+    if calls:
+        kind: m.EventKind = "tool_call"
+        role = "assistant"
+        content = {"name": calls[0].name, "arguments": calls[0].args or {}}
+        if len(calls) > 1:
+            content["calls"] = [{"name": c.name, "arguments": c.args or {}} for c in calls]
+    elif responses:
+        kind, role = "tool_result", "tool"
+        content = {"name": responses[0].name, "result": responses[0].response}
+        if len(responses) > 1:
+            content["results"] = [{"name": r.name, "result": r.response} for r in responses]
+    elif text:
+        kind = "message"
+        role = "user" if event.author == "user" else "assistant"
+        content = {"text": text}
+    else:
+        kind, role = "note", "assistant"
+        content = {}
+    if text and kind != "message":
+        content["text"] = text
+    content.update(author=event.author, adk=data)
+    readable: m.EventIn = {"kind": kind, "role": role, "content": content, "tokens": tokens}
+    return readable
