@@ -1,5 +1,6 @@
-"""Retention for automation: the policy, its preview, the run history, legal holds on sessions.
-Admin-scoped API keys only (an agent key answers 403 in the error shape)."""
+"""Retention for automation: the policy (read, replace, reset to the defaults), its preview,
+the run history and starting a run, legal holds (listed, and placed on or lifted from a
+session). Admin-scoped API keys only (an agent key answers 403 in the error shape)."""
 
 from datetime import datetime
 from typing import Any
@@ -7,7 +8,7 @@ from uuid import UUID
 
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
-from ninja import Field, Router
+from ninja import Field, Query, Router
 from pydantic import ConfigDict
 
 from core.actors import Actor
@@ -17,9 +18,10 @@ from core.schemas import InSchema, OutSchema, json_int, responses
 from core.scopes import ApiKeyAuth
 from sessions_app.access import get_session_for_key
 
-from .queries import recent_runs, run_dict
+from .queries import hold_dict, page_holds, page_runs, run_dict
 from .services.holds import lift_session_hold, place_hold
-from .services.policies import policy_document, project_policies, save_policy
+from .services.jobs import request_runs
+from .services.policies import policy_document, project_policies, reset_policy, save_policy
 from .services.preview import preview
 
 router = Router(tags=["retention"], auth=ApiKeyAuth(KeyScope.ADMIN))
@@ -42,7 +44,11 @@ class PolicyFieldsIn(InSchema):
     keep_tags: list[str] | None = Field(None, description="tags in the session's metadata.tags")
 
 
-class PolicyIn(PolicyFieldsIn):
+class PolicyIn(InSchema):
+    """The whole policy: every field of the project's is required (null for never), as the
+    service refuses any omission (services.policies.parse_policy); `agents` name only the
+    fields they override."""
+
     model_config = ConfigDict(
         json_schema_extra={
             "examples": [
@@ -61,6 +67,15 @@ class PolicyIn(PolicyFieldsIn):
             ]
         }
     )
+    close_idle_after: Seconds | None = Field(..., description=SECONDS)
+    close_paused_after: Seconds | None = Field(..., description=SECONDS)
+    archive_closed_after: Seconds | None = Field(..., description=SECONDS)
+    compact_after: Seconds | None = Field(..., description=SECONDS)
+    delete_after: Seconds | None = Field(..., description=SECONDS)
+    outcome_compact_after: Seconds | None = Field(..., description=SECONDS)
+    outcome_delete_after: Seconds | None = Field(..., description=SECONDS)
+    keep_outcomes: list[str] = Field(..., description="error, handoff, over_budget")
+    keep_tags: list[str] = Field(..., description="tags in the session's metadata.tags")
     agents: dict[str, PolicyFieldsIn] = Field(
         default_factory=dict, description="agent name -> only the fields it overrides"
     )
@@ -108,6 +123,20 @@ class RunOut(OutSchema):
 
 class RunsOut(OutSchema):
     runs: list[RunOut]
+    next_cursor: str | None = Field(..., description="null on the last page")
+
+
+class QueuedRunsOut(OutSchema):
+    runs: list[RunOut] = Field(..., description="the runs queued: one per job, status queued")
+
+
+class PageQuery(InSchema):
+    cursor: str | None = Field(None, description="next_cursor of the previous page")
+    limit: int = Field(50, ge=1, le=200)
+
+
+class HoldListQuery(PageQuery):
+    include_released: bool = Field(False, description="also the lifted holds (the history)")
 
 
 class HoldIn(InSchema):
@@ -116,9 +145,13 @@ class HoldIn(InSchema):
 
 
 class HoldOut(OutSchema):
+    """A legal hold: while it stands (released_at null) nothing it covers is compacted or
+    deleted."""
+
     id: int
-    scope: str
+    scope: str = Field(..., description="session, agent or project: what it covers")
     session_id: str | None
+    agent: str | None = Field(..., description="the agent's name, for an agent's hold")
     reason: str
     created_by: str
     created_at: datetime
@@ -126,21 +159,13 @@ class HoldOut(OutSchema):
     released_by: str
 
 
+class HoldPageOut(OutSchema):
+    holds: list[HoldOut]
+    next_cursor: str | None = Field(..., description="null on the last page")
+
+
 def _key(request: HttpRequest) -> ApiKey:
     return request.auth  # type: ignore[attr-defined,no-any-return]
-
-
-def _hold_dict(hold: Any) -> dict[str, Any]:
-    return {
-        "id": hold.pk,
-        "scope": hold.scope,
-        "session_id": str(hold.session_id) if hold.session_id else None,
-        "reason": hold.reason,
-        "created_by": hold.created_by,
-        "created_at": hold.created_at.isoformat(),
-        "released_at": hold.released_at.isoformat() if hold.released_at else None,
-        "released_by": hold.released_by,
-    }
 
 
 def _document(payload: PolicyIn) -> dict[str, Any]:
@@ -171,6 +196,21 @@ def update_policy(request: HttpRequest, payload: PolicyIn) -> HttpResponse:
     return json_response(policy_document(saved))
 
 
+@router.delete(
+    "/retention/policy",
+    summary="Reset the retention policy to the deployment's defaults",
+    description="Removes the project's policy and its agent overrides (audited as a policy "
+    "change); the answer is the defaults' document (`defaults: true`). Resetting again "
+    "changes nothing.",
+    response=responses({200: PolicyOut}, 403),
+)
+def reset_to_defaults(request: HttpRequest) -> HttpResponse:
+    api_key = _key(request)
+    return json_response(
+        policy_document(reset_policy(api_key.project, actor=Actor.for_key(api_key)))
+    )
+
+
 @router.get(
     "/retention/preview",
     summary="What a run would do now under the saved policy",
@@ -185,12 +225,46 @@ def read_preview(request: HttpRequest) -> HttpResponse:
 
 @router.get(
     "/retention/runs",
-    summary="The project's retention runs, newest first",
+    summary="The project's retention runs, newest first (cursor pagination)",
     response=responses({200: RunsOut}, 403),
 )
-def list_runs(request: HttpRequest, limit: int = 50) -> HttpResponse:
-    runs = recent_runs(_key(request).project_id, limit=max(1, min(limit, 200)))
-    return json_response({"runs": [run_dict(r) for r in runs]})
+def list_runs(request: HttpRequest, params: Query[PageQuery]) -> HttpResponse:
+    runs, next_cursor = page_runs(
+        _key(request).project_id, cursor=params.cursor, limit=params.limit
+    )
+    return json_response({"runs": [run_dict(r) for r in runs], "next_cursor": next_cursor})
+
+
+@router.post(
+    "/retention/runs",
+    summary="Run retention now: queue both jobs over this project",
+    description="As the retention page's Run now: a run per job (enforce_retention, "
+    "compact_sessions) is recorded `queued` and sent to the workers, which take it up "
+    "(running, then succeeded or failed; GET /retention/runs). With the job queue down the "
+    "runs are marked failed and the answer is 503 `jobs_unavailable`.",
+    response=responses({202: QueuedRunsOut}, 403),
+)
+def start_runs(request: HttpRequest) -> HttpResponse:
+    api_key = _key(request)
+    runs = request_runs(api_key.project_id, trigger=Actor.for_key(api_key).label)
+    return json_response({"runs": [run_dict(r) for r in runs]}, status=202)
+
+
+@router.get(
+    "/holds",
+    summary="The project's legal holds, newest first (cursor pagination)",
+    description="The standing holds (on a session, an agent or the whole project); with "
+    "`include_released=true` the lifted ones too.",
+    response=responses({200: HoldPageOut}, 403),
+)
+def list_holds(request: HttpRequest, params: Query[HoldListQuery]) -> HttpResponse:
+    holds, next_cursor = page_holds(
+        _key(request).project_id,
+        include_released=params.include_released,
+        cursor=params.cursor,
+        limit=params.limit,
+    )
+    return json_response({"holds": [hold_dict(h) for h in holds], "next_cursor": next_cursor})
 
 
 @router.post(
@@ -204,7 +278,7 @@ def hold_session(request: HttpRequest, session_id: UUID, payload: HoldIn) -> Htt
     hold, created = place_hold(
         api_key.project, session=session, reason=payload.reason, actor=Actor.for_key(api_key)
     )
-    return json_response(_hold_dict(hold), status=201 if created else 200)
+    return json_response(hold_dict(hold), status=201 if created else 200)
 
 
 @router.delete(
@@ -216,4 +290,4 @@ def release_session(request: HttpRequest, session_id: UUID) -> HttpResponse:
     api_key = _key(request)
     session = get_session_for_key(api_key, session_id)
     hold = lift_session_hold(session, actor=Actor.for_key(api_key))
-    return json_response(_hold_dict(hold))
+    return json_response(hold_dict(hold))

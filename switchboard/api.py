@@ -5,9 +5,11 @@ both need both apps, so they live here, the only app that imports both. The sess
 shares its path (/sessions) with opening, and ninja routes one path through one router, so it
 is here too, and so is deleting a session (/sessions/{id}, read here): its service is
 retention's (legal holds and tombstones decide and record it), which sessions_app cannot
-import. The rest of the session API is sessions_app.api.
+import. For the same reason the session bodies served here carry `holds`, the standing legal
+holds that cover the session (retention's). The rest of the session API is sessions_app.api.
 """
 
+from typing import Any
 from uuid import UUID
 
 from django.http import HttpRequest, HttpResponse
@@ -16,21 +18,24 @@ from ninja import Field, Query, Router
 from core.actors import Actor
 from core.http import json_response
 from core.schemas import OutSchema, query_prefixes, responses
+from retention_app.api import HoldOut
+from retention_app.queries import hold_dict, holds_covering
 from retention_app.services.deletion import delete_session as delete_whole_session
 from sessions_app.api import (
     METADATA_FILTERS_DOC,
     METADATA_PREFIX,
     BudgetIn,
     SessionIn,
+    SessionListItemOut,
     SessionListQuery,
     SessionOut,
-    SessionPageOut,
     head_state_fields,
     metadata_filters,
     request_key,
     request_session,
     session_to_dict,
 )
+from sessions_app.models import Session
 from sessions_app.queries import SessionFilters, filter_sessions, page_sessions
 from sessions_app.services.state import head_states
 from switchboard.queries import pending_handoff_expression
@@ -41,8 +46,24 @@ from tasks_app.services.links import open_session_for_tasks
 router = Router(tags=["sessions"])
 
 
+HOLDS_DOC = (
+    "the standing legal holds covering the session: its own, its agent's, the project's "
+    "(while one stands, nothing of it is compacted or deleted)"
+)
+
+
 class SessionWithTasksOut(SessionOut):
     tasks: list[LinkedTaskOut]
+    holds: list[HoldOut] = Field(..., description=HOLDS_DOC)
+
+
+class ListedSessionOut(SessionListItemOut):
+    holds: list[HoldOut] = Field(..., description=HOLDS_DOC)
+
+
+class SessionListOut(OutSchema):
+    sessions: list[ListedSessionOut]
+    next_cursor: str | None = Field(..., description="null on the last page")
 
 
 class SessionDeletedOut(OutSchema):
@@ -51,6 +72,22 @@ class SessionDeletedOut(OutSchema):
         ..., description="every session deleted: this one, then (with_forks) its forks"
     )
     events_deleted: int
+
+
+def sessions_with_holds(
+    sessions: list[Session], *, tasks: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """The session bodies served here: sessions_app's, with the holds covering each."""
+    if not sessions:
+        return []
+    covering = holds_covering(sessions[0].project_id, sessions)
+    return [
+        {
+            **session_to_dict(session, tasks=tasks),
+            "holds": [hold_dict(h) for h in covering[str(session.pk)]],
+        }
+        for session in sessions
+    ]
 
 
 @router.post(
@@ -73,10 +110,8 @@ def create_session(request: HttpRequest, payload: SessionIn) -> HttpResponse:
         budget_max_tokens=budget.max_tokens,
         budget_max_cost=budget.max_cost,
     )
-    return json_response(
-        session_to_dict(session, tasks=linked_tasks_summary(session)),
-        status=201 if created else 200,
-    )
+    (body,) = sessions_with_holds([session], tasks=linked_tasks_summary(session))
+    return json_response(body, status=201 if created else 200)
 
 
 @router.get(
@@ -84,7 +119,7 @@ def create_session(request: HttpRequest, payload: SessionIn) -> HttpResponse:
     summary="List sessions (filters, cursor pagination)",
     description="Newest first, a page at a time (`next_cursor`). Filters AND together. "
     + METADATA_FILTERS_DOC,
-    response=responses({200: SessionPageOut}),
+    response=responses({200: SessionListOut}),
     openapi_extra=query_prefixes(METADATA_PREFIX),
 )
 def list_sessions(request: HttpRequest, filters: Query[SessionListQuery]) -> HttpResponse:
@@ -108,7 +143,7 @@ def list_sessions(request: HttpRequest, filters: Query[SessionListQuery]) -> Htt
         pending = pending_handoff_expression()
         qs = qs.filter(pending if filters.has_pending_handoff else ~pending)
     page, next_cursor = page_sessions(qs, cursor=filters.cursor, limit=filters.limit)
-    sessions = [session_to_dict(s) for s in page]
+    sessions = sessions_with_holds(page)
     if filters.include == "state":
         for body, folded in zip(sessions, head_states(page), strict=True):
             body.update(head_state_fields(folded))
@@ -122,7 +157,8 @@ def list_sessions(request: HttpRequest, filters: Query[SessionListQuery]) -> Htt
 )
 def read_session(request: HttpRequest, session_id: UUID) -> HttpResponse:
     session = request_session(request, session_id)
-    return json_response(session_to_dict(session, tasks=linked_tasks_summary(session)))
+    (body,) = sessions_with_holds([session], tasks=linked_tasks_summary(session))
+    return json_response(body)
 
 
 @router.delete(

@@ -27,6 +27,7 @@ from schemathesis.core.parameters import ParameterLocation
 
 from core.actors import Actor
 from core.models import KeyScope
+from core.services.webhooks import create_endpoint
 from handoffs_app.services.handoffs import cancel_handoff, request_handoff
 from retention_app.services.holds import place_hold
 from sessions_app.services.events import EventDraft, append_events
@@ -219,8 +220,19 @@ def _build_world() -> None:
     append_events(doomed[0], [EventDraft(kind="note", content={})], actor=TESTER)
     fork_session(doomed[1], at_seq=0, actor=TESTER)  # refused (409) unless with_forks
 
+    # DELETE /api-keys/{key_id} revokes spare keys, never the one the run uses (which would
+    # answer 409 own_key anyway); DELETE /webhooks/{endpoint_id} has endpoints to delete.
+    spare_keys = [make_api_key(project, name=f"spare {n}")[0] for n in range(3)]
+    endpoints = [
+        create_endpoint(
+            project, url=f"https://hooks.example.com/{n}", events=["session.closed"], actor=TESTER
+        )[0]
+        for n in range(3)
+    ]
     KNOWN.update(
         api_key=[raw_key],
+        key_id=[str(k.pk) for k in spare_keys],
+        endpoint_id=[str(e.pk) for e in endpoints],
         handoff_id=[str(withdrawn.pk)],
         open_handoff_id=[str(waiting.pk)],
         asking_session_id=[str(make_session(project, title="asks for a person").pk)],

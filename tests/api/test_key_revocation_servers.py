@@ -36,3 +36,20 @@ def test_a_revoked_key_is_refused_by_every_server_at_its_next_request():
         assert [status(first, raw), status(second, raw)] == [200, 200]  # warm, if anything cached
         revoke_api_key(api_key, actor=Actor.system("tests"))
         assert [status(first, raw), status(second, raw)] == [401, 401]
+
+
+def test_a_key_revoked_through_the_api_is_refused_by_every_server_at_its_next_request():
+    project = make_project()
+    api_key, raw = make_api_key(project)
+    _, admin_raw = make_api_key(project, name="admin", scope="admin")
+    with asgi_server() as first, asgi_server() as second:
+        for _ in range(2):  # the second pair is served from each process's cache
+            assert [status(first, raw), status(second, raw)] == [200, 200]
+        request = urllib.request.Request(
+            f"{first}/api/v1/api-keys/{api_key.pk}",
+            method="DELETE",
+            headers={"Authorization": f"Bearer {admin_raw}"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 200
+        assert [status(first, raw), status(second, raw)] == [401, 401]

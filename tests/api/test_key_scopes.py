@@ -18,15 +18,18 @@ from django.utils import timezone
 from config.api import api as ninja_api
 from core.actors import Actor
 from core.errors import InvalidInput
-from core.models import ApiKey, AuditEntry, KeyScope, Project
+from core.models import ApiKey, AuditEntry, KeyScope, Project, WebhookEndpoint
 from core.scopes import ApiKeyAuth, route_scope
 from core.services.projects import create_api_key
+from core.services.webhooks import create_endpoint
 from handoffs_app.api import WaitingKeyAuth
 from handoffs_app.models import Handoff
 from handoffs_app.services.handoffs import request_handoff
-from retention_app.models import LegalHold, RetentionPolicy
+from retention_app.models import LegalHold, RetentionPolicy, RetentionRun
 from retention_app.services.holds import place_hold
+from retention_app.services.policies import save_policy
 from sessions_app.models import Event, Session
+from sessions_app.services.blobs import store_blobs
 from sessions_app.services.events import EventDraft, append_events
 from tasks_app.models import Step, Task
 from tests.conftest import ApiClient
@@ -76,6 +79,18 @@ REQUESTS: dict[tuple[str, str], dict | None] = {
     ("GET", "/retention/runs"): None,
     ("POST", "/sessions/{session_id}/hold"): {"reason": "litigation {n}"},
     ("DELETE", "/sessions/{session_id}/hold"): None,
+    ("POST", "/retention/runs"): None,
+    ("DELETE", "/retention/policy"): None,  # the world's policy is saved: reset to defaults
+    ("GET", "/holds"): None,
+    ("GET", "/api-keys"): None,
+    ("POST", "/api-keys"): {"name": "made {n}", "scope": "agent"},
+    ("DELETE", "/api-keys/{key_id}"): None,
+    ("GET", "/webhooks"): None,
+    ("POST", "/webhooks"): {"url": "https://hooks.example.com/{n}", "events": ["session.closed"]},
+    ("DELETE", "/webhooks/{endpoint_id}"): None,
+    ("POST", "/sessions/{session_id}/blobs"): {"blobs": [{"data": "c2NvcGVz"}]},
+    ("POST", "/sessions/{session_id}/blobs/lookup"): {"sha256": ["{sha256}"]},
+    ("GET", "/sessions/{session_id}/blobs/{sha256}"): None,
 }
 
 # The routes that need an admin-scoped key.
@@ -87,6 +102,15 @@ ADMIN_ROUTES = {
     ("GET", "/retention/runs"),
     ("POST", "/sessions/{session_id}/hold"),
     ("DELETE", "/sessions/{session_id}/hold"),
+    ("POST", "/retention/runs"),
+    ("DELETE", "/retention/policy"),
+    ("GET", "/holds"),
+    ("GET", "/api-keys"),
+    ("POST", "/api-keys"),
+    ("DELETE", "/api-keys/{key_id}"),
+    ("GET", "/webhooks"),
+    ("POST", "/webhooks"),
+    ("DELETE", "/webhooks/{endpoint_id}"),
 }
 
 
@@ -112,8 +136,18 @@ def _world(project: Project) -> dict[str, object]:
         actor=Actor.system("tests"),
     )
     task = make_task(project)
+    (blob,) = store_blobs(session, [b"a blob"])
     # A standing hold, so lifting it (DELETE …/hold) has one to lift.
     place_hold(project, session=session, reason="scope test", actor=Actor.system("tests"))
+    # A saved policy (DELETE /retention/policy resets it), a key to revoke, an endpoint to delete.
+    save_policy(project, POLICY_BODY, actor=Actor.system("tests"))
+    spare_key, _ = create_api_key(project, name="spare", actor=Actor.system("tests"))
+    endpoint, _ = create_endpoint(
+        project,
+        url="https://hooks.example.com/",
+        events=["session.closed"],
+        actor=Actor.system("t"),
+    )
     handoff = request_handoff(
         make_session(project), kind="question", payload={"question": "?"}, actor=Actor.system("t")
     ).handoff
@@ -123,6 +157,9 @@ def _world(project: Project) -> dict[str, object]:
         "handoff_id": str(handoff.pk),
         "key": "draft",
         "name": "",
+        "key_id": spare_key.pk,
+        "endpoint_id": endpoint.pk,
+        "sha256": blob.sha256,
     }
 
 
@@ -169,6 +206,9 @@ def _state(project: Project) -> tuple:
         sorted(Handoff.objects.filter(project=project).values_list("pk", "status")),
         sorted(LegalHold.objects.filter(project=project).values_list("pk", "released_at")),
         RetentionPolicy.objects.filter(project=project).count(),
+        RetentionRun.objects.filter(project=project).count(),
+        sorted(ApiKey.objects.filter(project=project).values_list("pk", "revoked_at")),
+        sorted(WebhookEndpoint.objects.filter(project=project).values_list("pk", flat=True)),
     )
 
 

@@ -15,6 +15,7 @@ from django.apps import apps
 from config.api import api
 from core.actors import Actor
 from core.models import ApiKey, KeyScope, Project
+from core.services.webhooks import create_endpoint
 from handoffs_app.services.handoffs import request_handoff
 from retention_app.models import RetentionPolicy
 from sessions_app.services.blobs import store_blobs
@@ -65,6 +66,8 @@ VALID_BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/sessions/{session_id}/hold"): {"reason": "r"},
     ("POST", "/sessions/{session_id}/blobs"): {"blobs": [{"data": "QUJD"}]},
     ("POST", "/sessions/{session_id}/blobs/lookup"): {"sha256": ["{sha256}"], "data": True},
+    ("POST", "/api-keys"): {"name": "k", "scope": "agent", "expires_at": None},
+    ("POST", "/webhooks"): {"url": "https://hooks.example.com/", "events": ["session.closed"]},
 }
 
 
@@ -159,6 +162,13 @@ def _world(project: Project) -> dict[str, str]:
         "key": "review",
         "name": "review_decision",
         "sha256": blob.sha256,
+        # DELETE /api-keys/{key_id} and /webhooks/{endpoint_id}: a spare key, an endpoint.
+        "key_id": str(make_api_key(project, name="spare")[0].pk),
+        "endpoint_id": str(
+            create_endpoint(
+                project, url="https://hooks.example.com/", events=["session.closed"], actor=TESTER
+            )[0].pk
+        ),
     }
 
 

@@ -103,6 +103,18 @@ BODIES: dict[tuple[str, str], Any] = {
     ("GET", "/retention/runs"): None,
     ("POST", "/sessions/{session_id}/hold"): {"reason": "probe"},
     ("DELETE", "/sessions/{session_id}/hold"): None,
+    ("POST", "/retention/runs"): None,
+    ("DELETE", "/retention/policy"): None,
+    ("GET", "/holds"): None,
+    ("GET", "/api-keys"): None,
+    ("POST", "/api-keys"): {"name": "made by the probe {n}"},
+    ("DELETE", "/api-keys/{key_id}"): None,  # the world's spare key, never the one asking
+    ("GET", "/webhooks"): None,
+    ("POST", "/webhooks"): {
+        "url": "https://hooks.example.com/probe-{n}",
+        "events": ["session.closed"],
+    },
+    ("DELETE", "/webhooks/{endpoint_id}"): None,
     ("POST", "/sessions/{session_id}/blobs"): {"blobs": [{"data": "cHJvYmU="}]},
     ("POST", "/sessions/{session_id}/blobs/lookup"): {"sha256": ["{sha256}"], "data": True},
     ("GET", "/sessions/{session_id}/blobs/{sha256}"): None,
@@ -212,6 +224,12 @@ def build_world(api: Api, admin_raw: str, tag: str) -> dict[str, str]:
         {"blobs": [{"data": base64.b64encode(secret.encode()).decode()}]},
     )
     ok("POST", f"/sessions/{session['id']}/hold", {"reason": secret})
+    spare_key = ok("POST", "/api-keys", {"name": f"spare {tag}"})
+    endpoint = ok(
+        "POST",
+        "/webhooks",
+        {"url": f"https://hooks.example.com/{tag}", "events": ["session.closed"]},
+    )
     workflow = f"flow_{tag}"
     ok(
         "POST",
@@ -236,6 +254,8 @@ def build_world(api: Api, admin_raw: str, tag: str) -> dict[str, str]:
         "external_id": f"ext-{tag}",
         "agent": f"agent-{tag}",
         "secret": secret,
+        "key_id": str(spare_key["id"]),
+        "endpoint_id": str(endpoint["id"]),
         "sha256": blobs["blobs"][0]["sha256"],
     }
 

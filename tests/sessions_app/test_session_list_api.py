@@ -331,6 +331,6 @@ def test_the_document_declares_the_new_parameters():
     assert {"external_id", "has_pending_handoff", "include"} <= names
     assert operation[QUERY_PREFIXES] == ["metadata."]
     assert "metadata.<name>=<value>" in operation["description"]
-    item = OPENAPI["components"]["schemas"]["SessionListItemOut"]
+    item = OPENAPI["components"]["schemas"]["ListedSessionOut"]  # SessionListItemOut + holds
     assert not {"state", "facts", "state_error"} & set(item["required"])
     assert {"state", "facts", "state_error"} <= set(item["properties"])

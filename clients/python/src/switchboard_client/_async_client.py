@@ -704,12 +704,36 @@ class AsyncClient:
         result: m.RetentionPreview = await self._call(build(ops.RETENTION_PREVIEW))
         return result
 
-    async def retention_runs(self, *, limit: int | None = None) -> list[m.RetentionRun]:
-        """The project's retention runs, newest first."""
-        result: m.RetentionRuns = await self._call(
-            build(ops.RETENTION_RUNS, query={"limit": limit})
-        )
+    async def reset_retention_policy(self) -> m.RetentionPolicy:
+        """Back to the deployment's defaults (`defaults` true), agent overrides removed."""
+        result: m.RetentionPolicy = await self._call(build(ops.RETENTION_POLICY_RESET))
+        return result
+
+    async def retention_runs(
+        self, *, cursor: str | None = None, limit: int | None = None
+    ) -> m.RetentionRuns:
+        """A page of the project's retention runs, newest first (`next_cursor`: the next)."""
+        query = {"cursor": cursor, "limit": limit}
+        result: m.RetentionRuns = await self._call(build(ops.RETENTION_RUNS, query=query))
+        return result
+
+    async def run_retention(self) -> list[m.RetentionRun]:
+        """Queue both retention jobs over the project now; the runs, `queued`. With the
+        server's job queue down: Unavailable (jobs_unavailable)."""
+        result: m.QueuedRuns = await self._call(build(ops.RETENTION_RUN_START))
         return result.runs
+
+    async def list_holds(
+        self,
+        *,
+        include_released: bool | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> m.HoldPage:
+        """The project's standing legal holds (with include_released, the lifted ones too)."""
+        query = {"include_released": include_released, "cursor": cursor, "limit": limit}
+        result: m.HoldPage = await self._call(build(ops.HOLD_LIST, query=query))
+        return result
 
     async def hold_session(self, session_id: str, reason: str) -> m.Hold:
         """Place a legal hold on a session: no compaction, no deletion."""
@@ -721,6 +745,47 @@ class AsyncClient:
 
     async def release_hold(self, session_id: str) -> m.Hold:
         result: m.Hold = await self._call(build(ops.HOLD_RELEASE, {"session_id": session_id}))
+        return result
+
+    # --- API keys and webhook endpoints (admin-scoped keys) ----------------------------------
+
+    async def list_api_keys(self) -> list[m.ApiKey]:
+        """The project's keys, active first (never their secrets)."""
+        result: m.ApiKeys = await self._call(build(ops.API_KEY_LIST))
+        return result.api_keys
+
+    async def create_api_key(
+        self,
+        name: str,
+        *,
+        scope: Literal["agent", "admin"] = "agent",
+        expires_at: datetime | None = None,
+    ) -> m.CreatedApiKey:
+        """A new key; its secret (`key`) is in this answer only."""
+        body: m.ApiKeyIn = {"name": name, "scope": scope, "expires_at": expires_at}
+        result: m.CreatedApiKey = await self._call(build(ops.API_KEY_CREATE, body=body))
+        return result
+
+    async def revoke_api_key(self, key_id: int) -> m.ApiKey:
+        """Revoke a key: requests with it answer 401 from now on. Not the client's own key
+        (Conflict, own_key)."""
+        result: m.ApiKey = await self._call(build(ops.API_KEY_REVOKE, {"key_id": str(key_id)}))
+        return result
+
+    async def list_webhooks(self) -> list[m.Webhook]:
+        result: m.Webhooks = await self._call(build(ops.WEBHOOK_LIST))
+        return result.webhooks
+
+    async def create_webhook(self, url: str, events: Sequence[m.WebhookEvent]) -> m.CreatedWebhook:
+        """A new endpoint; its signing secret (`secret`) is in this answer only."""
+        body: m.WebhookIn = {"url": url, "events": list(events)}
+        result: m.CreatedWebhook = await self._call(build(ops.WEBHOOK_CREATE, body=body))
+        return result
+
+    async def delete_webhook(self, endpoint_id: int) -> m.Webhook:
+        """Delete an endpoint, with its deliveries."""
+        request = build(ops.WEBHOOK_DELETE, {"endpoint_id": str(endpoint_id)})
+        result: m.Webhook = await self._call(request)
         return result
 
     # --- Blobs -------------------------------------------------------------------------------

@@ -701,12 +701,36 @@ class Client:
         result: m.RetentionPreview = self._call(build(ops.RETENTION_PREVIEW))
         return result
 
-    def retention_runs(self, *, limit: int | None = None) -> list[m.RetentionRun]:
-        """The project's retention runs, newest first."""
-        result: m.RetentionRuns = self._call(
-            build(ops.RETENTION_RUNS, query={"limit": limit})
-        )
+    def reset_retention_policy(self) -> m.RetentionPolicy:
+        """Back to the deployment's defaults (`defaults` true), agent overrides removed."""
+        result: m.RetentionPolicy = self._call(build(ops.RETENTION_POLICY_RESET))
+        return result
+
+    def retention_runs(
+        self, *, cursor: str | None = None, limit: int | None = None
+    ) -> m.RetentionRuns:
+        """A page of the project's retention runs, newest first (`next_cursor`: the next)."""
+        query = {"cursor": cursor, "limit": limit}
+        result: m.RetentionRuns = self._call(build(ops.RETENTION_RUNS, query=query))
+        return result
+
+    def run_retention(self) -> list[m.RetentionRun]:
+        """Queue both retention jobs over the project now; the runs, `queued`. With the
+        server's job queue down: Unavailable (jobs_unavailable)."""
+        result: m.QueuedRuns = self._call(build(ops.RETENTION_RUN_START))
         return result.runs
+
+    def list_holds(
+        self,
+        *,
+        include_released: bool | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> m.HoldPage:
+        """The project's standing legal holds (with include_released, the lifted ones too)."""
+        query = {"include_released": include_released, "cursor": cursor, "limit": limit}
+        result: m.HoldPage = self._call(build(ops.HOLD_LIST, query=query))
+        return result
 
     def hold_session(self, session_id: str, reason: str) -> m.Hold:
         """Place a legal hold on a session: no compaction, no deletion."""
@@ -718,6 +742,47 @@ class Client:
 
     def release_hold(self, session_id: str) -> m.Hold:
         result: m.Hold = self._call(build(ops.HOLD_RELEASE, {"session_id": session_id}))
+        return result
+
+    # --- API keys and webhook endpoints (admin-scoped keys) ----------------------------------
+
+    def list_api_keys(self) -> list[m.ApiKey]:
+        """The project's keys, active first (never their secrets)."""
+        result: m.ApiKeys = self._call(build(ops.API_KEY_LIST))
+        return result.api_keys
+
+    def create_api_key(
+        self,
+        name: str,
+        *,
+        scope: Literal["agent", "admin"] = "agent",
+        expires_at: datetime | None = None,
+    ) -> m.CreatedApiKey:
+        """A new key; its secret (`key`) is in this answer only."""
+        body: m.ApiKeyIn = {"name": name, "scope": scope, "expires_at": expires_at}
+        result: m.CreatedApiKey = self._call(build(ops.API_KEY_CREATE, body=body))
+        return result
+
+    def revoke_api_key(self, key_id: int) -> m.ApiKey:
+        """Revoke a key: requests with it answer 401 from now on. Not the client's own key
+        (Conflict, own_key)."""
+        result: m.ApiKey = self._call(build(ops.API_KEY_REVOKE, {"key_id": str(key_id)}))
+        return result
+
+    def list_webhooks(self) -> list[m.Webhook]:
+        result: m.Webhooks = self._call(build(ops.WEBHOOK_LIST))
+        return result.webhooks
+
+    def create_webhook(self, url: str, events: Sequence[m.WebhookEvent]) -> m.CreatedWebhook:
+        """A new endpoint; its signing secret (`secret`) is in this answer only."""
+        body: m.WebhookIn = {"url": url, "events": list(events)}
+        result: m.CreatedWebhook = self._call(build(ops.WEBHOOK_CREATE, body=body))
+        return result
+
+    def delete_webhook(self, endpoint_id: int) -> m.Webhook:
+        """Delete an endpoint, with its deliveries."""
+        request = build(ops.WEBHOOK_DELETE, {"endpoint_id": str(endpoint_id)})
+        result: m.Webhook = self._call(request)
         return result
 
     # --- Blobs -------------------------------------------------------------------------------

@@ -98,6 +98,21 @@ class LinkedTask:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Hold:
+    """HoldOut: a legal hold on a session, an agent or the project."""
+
+    id: int
+    scope: str
+    session_id: str | None
+    agent: str | None
+    reason: str
+    created_by: str
+    created_at: datetime
+    released_at: datetime | None
+    released_by: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Session:
     """SessionOut."""
 
@@ -118,9 +133,11 @@ class Session:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SessionWithTasks(Session):
-    """SessionWithTasksOut: a session as opened or read, with its linked tasks."""
+    """SessionWithTasksOut: a session as opened or read, with its linked tasks and the legal
+    holds covering it."""
 
     tasks: list[LinkedTask]
+    holds: list[Hold]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -142,8 +159,10 @@ class Fact:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SessionListItem(Session):
-    """SessionListItemOut. `state`, `facts` and `state_error` come with include=state only."""
+    """ListedSessionOut: with the legal holds covering it. `state`, `facts` and `state_error`
+    come with include=state only."""
 
+    holds: list[Hold]
     state: JsonObject | None = None
     facts: dict[str, Fact] | None = None
     state_error: ErrorBody | None = None
@@ -151,7 +170,7 @@ class SessionListItem(Session):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SessionPage:
-    """SessionPageOut."""
+    """SessionListOut."""
 
     sessions: list[SessionListItem]
     next_cursor: str | None
@@ -638,23 +657,83 @@ class RetentionRun:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RetentionRuns:
-    """RunsOut."""
+    """RunsOut: a page of runs, newest first."""
+
+    runs: list[RetentionRun]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueuedRuns:
+    """QueuedRunsOut: the runs POST /retention/runs queued, one per job."""
 
     runs: list[RetentionRun]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Hold:
-    """HoldOut."""
+class HoldPage:
+    """HoldPageOut."""
+
+    holds: list[Hold]
+    next_cursor: str | None
+
+
+# --- API keys and webhook endpoints -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApiKey:
+    """ApiKeyOut: a key as listed (never its secret)."""
 
     id: int
+    name: str
+    prefix: str
     scope: str
-    session_id: str | None
-    reason: str
-    created_by: str
     created_at: datetime
-    released_at: datetime | None
-    released_by: str
+    created_by: str | None
+    last_used_at: datetime | None
+    expires_at: datetime | None
+    revoked_at: datetime | None
+    active: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApiKeys:
+    """ApiKeysOut."""
+
+    api_keys: list[ApiKey]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreatedApiKey(ApiKey):
+    """CreatedApiKeyOut: a new key with its secret, `key`, shown this once."""
+
+    key: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Webhook:
+    """WebhookOut."""
+
+    id: int
+    url: str
+    events: list[str]
+    active: bool
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Webhooks:
+    """WebhooksOut."""
+
+    webhooks: list[Webhook]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreatedWebhook(Webhook):
+    """CreatedWebhookOut: a new endpoint with its signing secret, shown this once."""
+
+    secret: str
 
 
 # --- Request bodies --------------------------------------------------------------------------
@@ -813,9 +892,44 @@ class PolicyFieldsIn(TypedDict, total=False):
     keep_tags: list[str] | None
 
 
-class PolicyIn(PolicyFieldsIn, total=False):
+class PolicyIn(TypedDict, total=False):
+    """The whole policy: every field of the project's (None: never); `agents` override some."""
+
+    close_idle_after: Required[int | None]
+    close_paused_after: Required[int | None]
+    archive_closed_after: Required[int | None]
+    compact_after: Required[int | None]
+    delete_after: Required[int | None]
+    outcome_compact_after: Required[int | None]
+    outcome_delete_after: Required[int | None]
+    keep_outcomes: Required[list[str]]
+    keep_tags: Required[list[str]]
     agents: dict[str, PolicyFieldsIn]
     defaults: bool | None
+
+
+class ApiKeyIn(TypedDict, total=False):
+    name: Required[str]
+    scope: Literal["agent", "admin"]
+    expires_at: datetime | None
+
+
+WebhookEvent = Literal[
+    "handoff.created",
+    "handoff.claimed",
+    "handoff.answered",
+    "handoff.expired",
+    "handoff.overdue",
+    "session.paused",
+    "session.resumed",
+    "session.closed",
+    "session.deleted",
+]
+
+
+class WebhookIn(TypedDict):
+    url: str
+    events: list[WebhookEvent]
 
 
 class HoldIn(TypedDict):

@@ -207,8 +207,13 @@ RETENTION_POLICY_UPDATE = Operation(
     "PUT", "/retention/policy", body=m.PolicyIn, responses={200: m.RetentionPolicy}
 )
 RETENTION_PREVIEW = Operation("GET", "/retention/preview", responses={200: m.RetentionPreview})
-RETENTION_RUNS = Operation(
-    "GET", "/retention/runs", query={"limit": int}, responses={200: m.RetentionRuns}
+RETENTION_POLICY_RESET = Operation(
+    "DELETE", "/retention/policy", responses={200: m.RetentionPolicy}
+)
+RETENTION_RUNS = Operation("GET", "/retention/runs", query=Page, responses={200: m.RetentionRuns})
+RETENTION_RUN_START = Operation("POST", "/retention/runs", responses={202: m.QueuedRuns})
+HOLD_LIST = Operation(
+    "GET", "/holds", query={"include_released": bool, **Page}, responses={200: m.HoldPage}
 )
 HOLD_PLACE = Operation(
     "POST",
@@ -218,6 +223,14 @@ HOLD_PLACE = Operation(
     idempotent=True,  # a held session's hold is answered (200)
 )
 HOLD_RELEASE = Operation("DELETE", "/sessions/{session_id}/hold", responses={200: m.Hold})
+
+API_KEY_LIST = Operation("GET", "/api-keys", responses={200: m.ApiKeys})
+API_KEY_CREATE = Operation("POST", "/api-keys", body=m.ApiKeyIn, responses={201: m.CreatedApiKey})
+API_KEY_REVOKE = Operation("DELETE", "/api-keys/{key_id}", responses={200: m.ApiKey})
+
+WEBHOOK_LIST = Operation("GET", "/webhooks", responses={200: m.Webhooks})
+WEBHOOK_CREATE = Operation("POST", "/webhooks", body=m.WebhookIn, responses={201: m.CreatedWebhook})
+WEBHOOK_DELETE = Operation("DELETE", "/webhooks/{endpoint_id}", responses={200: m.Webhook})
 
 BLOBS_STORE = Operation(
     "POST",
