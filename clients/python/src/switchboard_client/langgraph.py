@@ -1,0 +1,1003 @@
+"""LangGraph checkpoints in Switchboard: `SwitchboardSaver`, a BaseCheckpointSaver (sync and
+async) whose threads are Switchboard sessions.
+
+    from switchboard_client.langgraph import SwitchboardSaver
+
+    graph = builder.compile(checkpointer=SwitchboardSaver(namespace="support-bot/"))
+
+A thread is the session whose external_id is `namespace + thread_id`, opened by the first
+checkpoint written to it; reading an unknown thread opens nothing. In its log:
+
+- a checkpoint is a durable `note` event (`{"langgraph": "checkpoint", "ns", "checkpoint_id",
+  "parent_checkpoint_id", "metadata", "checkpoint", "values"}`), keyed
+  `lg/<ns hash>/<checkpoint id>/c/<digest>`, so a fresh process finds one by id (events?key_prefix=)
+  and the newest of a namespace by reading the log backwards;
+- each pending write is a durable `note` keyed by (checkpoint, task, index): written once, so
+  the first write of a (task, index) wins as LangGraph expects (ERROR, INTERRUPT, RESUME and
+  SCHEDULED writes, whose last one wins, are keyed by their content too);
+- channel values live in the session's blobs (content-addressed: a value stored again costs
+  nothing), named by the checkpoint's `values`. A value is sent only when its channel's version
+  changed. A list (the messages channel) is stored one blob per element, with the list of their
+  names in 4 KiB pieces: a list re-sent whole at every step costs its new elements and a piece
+  or two of names, never the whole list again. Values of 256 bytes or less sit in the event;
+- `prune` and `delete_for_runs` append a `deleted` note per checkpoint they remove (the log is
+  append-only: the content stays until the session is deleted); `delete_thread` deletes the
+  session (its storage is freed), or hides its checkpoints when copies of it (forks) still read
+  through it; `copy_thread` is a fork.
+
+Imports the client and LangGraph only (`pip install switchboard-client[langgraph]`).
+"""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+import json
+import random
+import re
+from base64 import b64decode, b64encode
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, cast
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    PendingWrite,
+    get_checkpoint_id,
+    get_checkpoint_metadata,
+    writes_sort_key,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from . import models as m
+from ._adapters import async_client, namespaced, sync_client
+from ._async_client import AsyncClient
+from ._sync_client import Client
+from .errors import Conflict, NotFound, SwitchboardError
+
+__all__ = ["SwitchboardSaver"]
+
+T = TypeVar("T")
+
+# A value of at most this many bytes (serialised) is kept in the event that names it.
+INLINE_BYTES = 256
+# A list's element names are stored in pieces of this many bytes (128 names of 32 bytes);
+# when a level has more than MAX_PIECES pieces, their names are stored the same way again.
+NAMES_PIECE = 4096
+MAX_PIECES = 16
+# A blob holds at most this many bytes (half the server's default blob limit).
+BLOB_PIECE = 256 * 1024
+# Events per append when writing many (deletion notes): well within the body limit.
+APPEND_BATCH = 500
+# Bytes of blob contents kept in memory (content-addressed: never stale).
+CACHE_BYTES = 64 * 1024 * 1024
+
+_SAFE_PART = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+
+
+# --- Plans: the saver's logic written once, run by a sync and an async driver ------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """A client method to call; the plan receives its result (or its error)."""
+
+    method: str
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class _Item:
+    """A result a listing plan hands to its caller."""
+
+    value: CheckpointTuple
+
+
+Plan = Generator[_Call, Any, T]
+ListPlan = Generator[_Call | _Item, Any, None]
+
+
+def _call(method: str, *args: Any, **kwargs: Any) -> _Call:
+    return _Call(method, args, kwargs)
+
+
+# --- Keys and encodings ----------------------------------------------------------------------
+
+
+def _digest(data: bytes | str, size: int = 16) -> str:
+    raw = data.encode() if isinstance(data, str) else data
+    return hashlib.sha256(raw).hexdigest()[:size]
+
+
+def _part(text: str) -> str:
+    """`text` as one part of an idempotency key: itself when short and plain, else a hash."""
+    return text if _SAFE_PART.fullmatch(text) else "h" + _digest(text, 32)
+
+
+def _ns_prefix(ns: str) -> str:
+    return f"lg/{_digest(ns)}/"
+
+
+def _checkpoint_prefix(ns: str, checkpoint_id: str) -> str:
+    return f"{_ns_prefix(ns)}{_part(checkpoint_id)}/"
+
+
+def _run_key(run_id: str) -> str:
+    return f"lgrun/{_part(run_id)}"
+
+
+def _json_dump(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def _as_json(value: Any) -> Any | None:
+    """`value` when it is stored as JSON and read back equal (no tuples, bytes, NULs, huge
+    numbers), else None."""
+    try:
+        dumped = json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+    if "\\u0000" in dumped or len(dumped) > 64 * 1024:
+        return None
+    loaded = json.loads(dumped)
+    return value if loaded == value and _bounded(loaded) else None
+
+
+def _bounded(value: Any, depth: int = 0) -> bool:
+    if depth > 32:
+        return False
+    if isinstance(value, bool) or value is None or isinstance(value, str | float):
+        return True
+    if isinstance(value, int):
+        return abs(value) < 10**30
+    if isinstance(value, list):
+        return all(_bounded(item, depth + 1) for item in value)
+    if isinstance(value, dict):
+        return all(_bounded(item, depth + 1) for item in value.values())
+    return False
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _split_names(raw: bytes) -> list[str]:
+    return [raw[i : i + 32].hex() for i in range(0, len(raw), 32)]
+
+
+class _BlobCache:
+    """Blob contents by name, the least recently used dropped past `limit` bytes."""
+
+    def __init__(self, limit: int = CACHE_BYTES) -> None:
+        self.limit = limit
+        self.size = 0
+        self._data: OrderedDict[str, bytes] = OrderedDict()
+
+    def get(self, name: str) -> bytes | None:
+        data = self._data.get(name)
+        if data is not None:
+            self._data.move_to_end(name)
+        return data
+
+    def put(self, name: str, data: bytes) -> None:
+        if name in self._data:
+            self._data.move_to_end(name)
+            return
+        self._data[name] = data
+        self.size += len(data)
+        while self.size > self.limit and self._data:
+            _, dropped = self._data.popitem(last=False)
+            self.size -= len(dropped)
+
+
+@dataclass
+class _Stored:
+    """One live checkpoint as its event says, with the write events made at it."""
+
+    seq: int
+    content: dict[str, Any]
+    writes: list[dict[str, Any]]
+
+    @property
+    def ns(self) -> str:
+        ns: str = self.content["ns"]
+        return ns
+
+    @property
+    def checkpoint_id(self) -> str:
+        checkpoint_id: str = self.content["checkpoint_id"]
+        return checkpoint_id
+
+
+class _Reader:
+    """Turns a thread's events, read newest first, into its live checkpoints (newest first),
+    each with its writes: a write or a deletion note is always later than its checkpoint."""
+
+    def __init__(self) -> None:
+        self._decided: set[tuple[str, str]] = set()
+        self._writes: dict[tuple[str, str], list[dict[str, Any]]] = {}
+
+    def feed(self, event: m.Event) -> _Stored | None:
+        content = event.content
+        what = content.get("langgraph")
+        at = (content.get("ns", ""), content.get("checkpoint_id", ""))
+        if what == "write":
+            self._writes.setdefault(at, []).append(content)
+        elif what == "deleted":
+            self._decided.add(at)
+        elif what == "checkpoint" and at not in self._decided:
+            self._decided.add(at)
+            return _Stored(event.seq, content, list(reversed(self._writes.pop(at, []))))
+        return None
+
+
+@dataclass
+class _Scan:
+    """A read of a thread's events under `prefix`, newest first, a page at a time."""
+
+    session_id: str
+    prefix: str
+    limit: int
+    before: int | None = None
+    done: bool = False
+    reader: _Reader = field(default_factory=_Reader)
+
+
+# --- The saver -------------------------------------------------------------------------------
+
+
+class SwitchboardSaver(BaseCheckpointSaver[str]):
+    """LangGraph checkpoints in Switchboard sessions, sync and async (module docstring).
+
+    `client`: a Client or AsyncClient (the other flavour is made from its URL and key), or
+    None for one from SWITCHBOARD_URL and SWITCHBOARD_API_KEY. `namespace` prefixes every
+    thread's external_id, so several applications (or test runs) share a project. `agent`
+    names the sessions' agent.
+    """
+
+    def __init__(
+        self,
+        client: Client | AsyncClient | None = None,
+        *,
+        namespace: str = "",
+        agent: str = "langgraph",
+        serde: SerializerProtocol | None = None,
+    ) -> None:
+        super().__init__(serde=serde)
+        self.namespace = namespace
+        self.agent = agent
+        self._given = client
+        self._sync: Client | None = client if isinstance(client, Client) else None
+        self._async: AsyncClient | None = client if isinstance(client, AsyncClient) else None
+        self._sessions: dict[str, str] = {}  # thread_id -> session id
+        # The ref last written or read per (session, ns, channel): an unchanged channel's
+        # next checkpoint names it again instead of sending its value.
+        self._refs: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self._runs: set[tuple[str, str]] = set()  # (session, run_id) markers written
+        self._blobs = _BlobCache()
+
+    @property
+    def client(self) -> Client:
+        if self._sync is None:
+            self._sync = sync_client(self._given)
+        return self._sync
+
+    @property
+    def aclient(self) -> AsyncClient:
+        if self._async is None:
+            self._async = async_client(self._given)
+        return self._async
+
+    def external_id(self, thread_id: str) -> str:
+        """The external_id of the session holding `thread_id`."""
+        return namespaced(self.namespace, thread_id)
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        # As InMemorySaver and PostgresSaver: a counter, then a random fraction.
+        if current is None:
+            current_v = 0
+        elif isinstance(current, int):
+            current_v = current
+        else:
+            current_v = int(current.split(".")[0])
+        return f"{current_v + 1:032}.{random.random():016}"
+
+    # --- Drivers ---------------------------------------------------------------------------
+
+    def _run(self, make: Callable[[], Plan[T]]) -> T:
+        for attempt in range(2):
+            plan = make()
+            try:
+                request = next(plan)
+                while True:
+                    try:
+                        result = getattr(self.client, request.method)(
+                            *request.args, **request.kwargs
+                        )
+                    except SwitchboardError as error:
+                        request = plan.throw(error)
+                    else:
+                        request = plan.send(result)
+            except StopIteration as stop:
+                value: T = stop.value
+                return value
+            except NotFound:
+                # A session this process knew may have been deleted by another: look again.
+                if attempt or not self._sessions:
+                    raise
+                self._sessions.clear()
+        raise AssertionError("unreachable")
+
+    async def _arun(self, make: Callable[[], Plan[T]]) -> T:
+        for attempt in range(2):
+            plan = make()
+            try:
+                request = next(plan)
+                while True:
+                    try:
+                        result = await getattr(self.aclient, request.method)(
+                            *request.args, **request.kwargs
+                        )
+                    except SwitchboardError as error:
+                        request = plan.throw(error)
+                    else:
+                        request = plan.send(result)
+            except StopIteration as stop:
+                value: T = stop.value
+                return value
+            except NotFound:
+                if attempt or not self._sessions:
+                    raise
+                self._sessions.clear()
+        raise AssertionError("unreachable")
+
+    def _iterate(self, plan: ListPlan) -> Iterator[CheckpointTuple]:
+        request = next(plan, None)
+        while request is not None:
+            if isinstance(request, _Item):
+                yield request.value
+                request = next(plan, None)
+                continue
+            result = getattr(self.client, request.method)(*request.args, **request.kwargs)
+            try:
+                request = plan.send(result)
+            except StopIteration:
+                return
+
+    async def _aiterate(self, plan: ListPlan) -> AsyncIterator[CheckpointTuple]:
+        request = next(plan, None)
+        while request is not None:
+            if isinstance(request, _Item):
+                yield request.value
+                request = next(plan, None)
+                continue
+            result = await getattr(self.aclient, request.method)(*request.args, **request.kwargs)
+            try:
+                request = plan.send(result)
+            except StopIteration:
+                return
+
+    # --- BaseCheckpointSaver: sync ---------------------------------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self._run(lambda: self._get_tuple(config))
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        return self._iterate(self._list(config, filter=filter, before=before, limit=limit))
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return self._run(lambda: self._put(config, checkpoint, metadata, new_versions))
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        self._run(lambda: self._put_writes(config, writes, task_id, task_path))
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._run(lambda: self._delete_thread(thread_id))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._run(lambda: self._delete_for_runs(run_ids))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self._run(lambda: self._copy_thread(source_thread_id, target_thread_id))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self._run(lambda: self._prune(thread_ids, strategy))
+
+    # --- BaseCheckpointSaver: async --------------------------------------------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await self._arun(lambda: self._get_tuple(config))
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        plan = self._list(config, filter=filter, before=before, limit=limit)
+        async for item in self._aiterate(plan):
+            yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return await self._arun(lambda: self._put(config, checkpoint, metadata, new_versions))
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await self._arun(lambda: self._put_writes(config, writes, task_id, task_path))
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self._arun(lambda: self._delete_thread(thread_id))
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await self._arun(lambda: self._delete_for_runs(run_ids))
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await self._arun(lambda: self._copy_thread(source_thread_id, target_thread_id))
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await self._arun(lambda: self._prune(thread_ids, strategy))
+
+    # --- Threads ---------------------------------------------------------------------------
+
+    def _session(self, thread_id: str, *, create: bool) -> Plan[str | None]:
+        """The id of the thread's session; with `create`, opened when there is none."""
+        known = self._sessions.get(thread_id)
+        if known is not None:
+            return known
+        external_id = self.external_id(thread_id)
+        found: m.SessionListItem | None = yield _call("find_session", external_id)
+        if found is None:
+            if not create:
+                return None
+            opened: m.Session = yield _call(
+                "open_session",
+                self.agent,
+                external_id=external_id,
+                title=f"LangGraph thread {thread_id}",
+                metadata={"framework": "langgraph", "langgraph_namespace": self.namespace},
+            )
+            session_id = opened.id
+        else:
+            session_id = found.id
+        self._sessions[thread_id] = session_id
+        return session_id
+
+    def _threads(self) -> Plan[builtins.list[tuple[str, str]]]:
+        """(thread_id, session id) of every thread in the namespace."""
+        threads: builtins.list[tuple[str, str]] = []
+        cursor = None
+        while True:
+            page: m.SessionPage = yield _call(
+                "list_sessions",
+                metadata={"framework": "langgraph", "langgraph_namespace": self.namespace},
+                cursor=cursor,
+                limit=200,
+            )
+            for session in page.sessions:
+                external_id = session.external_id or ""
+                if external_id.startswith(self.namespace):
+                    threads.append((external_id[len(self.namespace) :], session.id))
+            if page.next_cursor is None:
+                return threads
+            cursor = page.next_cursor
+
+    def _forget(self, thread_id: str) -> None:
+        session_id = self._sessions.pop(thread_id, None)
+        if session_id is not None:
+            self._refs = {k: v for k, v in self._refs.items() if k[0] != session_id}
+
+    # --- Reading ---------------------------------------------------------------------------
+
+    def _page(self, scan: _Scan) -> Plan[builtins.list[_Stored] | None]:
+        """The next live checkpoints of `scan` (newest first), or None when it is done."""
+        if scan.done:
+            return None
+        found: m.EventSlice = yield _call(
+            "events",
+            scan.session_id,
+            key_prefix=scan.prefix,
+            order="desc",
+            limit=scan.limit,
+            before_seq=scan.before,
+        )
+        live = [s for s in map(scan.reader.feed, found.events) if s is not None]
+        if not found.has_more or not found.events:
+            scan.done = True
+        else:
+            scan.before, scan.limit = found.events[-1].seq, 1000
+        return live
+
+    def _get_tuple(self, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
+        configurable = config["configurable"]
+        thread_id: str = configurable["thread_id"]
+        ns: str = configurable.get("checkpoint_ns", "")
+        session_id = yield from self._session(thread_id, create=False)
+        if session_id is None:
+            return None
+        checkpoint_id = get_checkpoint_id(config)
+        if checkpoint_id:
+            prefix, first_page = _checkpoint_prefix(ns, checkpoint_id), 1000
+        else:
+            prefix, first_page = _ns_prefix(ns), 50
+        scan = _Scan(session_id, prefix, first_page)
+        while (live := (yield from self._page(scan))) is not None:
+            if live:
+                (loaded,) = yield from self._tuples(session_id, thread_id, live[:1])
+                return loaded
+        return None
+
+    def _list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> ListPlan:
+        if limit is not None and limit <= 0:
+            return
+        if config is None:
+            threads = yield from self._threads()
+        else:
+            thread_id = config["configurable"]["thread_id"]
+            session_id = yield from self._session(thread_id, create=False)
+            threads = [] if session_id is None else [(thread_id, session_id)]
+        configurable = config["configurable"] if config else {}
+        ns: str | None = configurable.get("checkpoint_ns")
+        wanted_id = configurable.get("checkpoint_id")
+        before_id = get_checkpoint_id(before) if before else None
+        left = limit
+        for thread_id, session_id in threads:
+            if ns is None:
+                prefix = "lg/"
+            elif wanted_id:
+                prefix = _checkpoint_prefix(ns, wanted_id)
+            else:
+                prefix = _ns_prefix(ns)
+            scan = _Scan(session_id, prefix, 1000)
+            while (live := (yield from self._page(scan))) is not None:
+                batch = [s for s in live if self._matches(s, wanted_id, before_id, filter)]
+                if left is not None:
+                    batch, left = batch[:left], left - len(batch[:left])
+                for item in (yield from self._tuples(session_id, thread_id, batch)):
+                    yield _Item(item)
+                if left == 0:
+                    return
+
+    def _matches(
+        self,
+        stored: _Stored,
+        wanted_id: str | None,
+        before_id: str | None,
+        filter: dict[str, Any] | None,
+    ) -> bool:
+        checkpoint_id = stored.checkpoint_id
+        if wanted_id and checkpoint_id != wanted_id:
+            return False
+        if before_id and checkpoint_id >= before_id:
+            return False
+        if filter:
+            metadata = self._metadata(stored.content)
+            return all(metadata.get(k) == v for k, v in filter.items())
+        return True
+
+    def _metadata(self, content: dict[str, Any]) -> CheckpointMetadata:
+        if "metadata_typed" in content:
+            typed = content["metadata_typed"]
+            metadata: CheckpointMetadata = self.serde.loads_typed(
+                (typed["t"], b64decode(typed["b64"]))
+            )
+            return metadata
+        plain: CheckpointMetadata = content.get("metadata") or CheckpointMetadata()
+        return plain
+
+    def _tuples(
+        self, session_id: str, thread_id: str, stored: builtins.list[_Stored]
+    ) -> Plan[builtins.list[CheckpointTuple]]:
+        """The checkpoint tuples of `stored`, their values and writes' values loaded."""
+        if not stored:
+            return []
+        refs: dict[tuple[int, str], dict[str, Any]] = {}
+        for position, item in enumerate(stored):
+            for channel, ref in item.content["values"].items():
+                refs[(position, channel)] = ref
+            for index, write in enumerate(item.writes):
+                refs[(position, f"\0{index}")] = write["value"]
+        values = yield from self._load(session_id, refs)
+        tuples = []
+        for position, item in enumerate(stored):
+            content = item.content
+            ns = item.ns
+            body: dict[str, Any] | None = content.get("checkpoint")
+            if body is None:
+                typed = content["checkpoint_typed"]
+                body = self.serde.loads_typed((typed["t"], b64decode(typed["b64"])))
+            channel_values: dict[str, Any] = {}
+            for channel, ref in content["values"].items():
+                self._refs[(session_id, ns, channel)] = ref
+                if (position, channel) in values:
+                    channel_values[channel] = values[(position, channel)]
+            writes = self._pending(item, values, position)
+            checkpoint = cast(Checkpoint, {**body, "channel_values": channel_values})
+            parent = content.get("parent_checkpoint_id")
+            tuples.append(
+                CheckpointTuple(
+                    config=_config(thread_id, ns, item.checkpoint_id),
+                    checkpoint=checkpoint,
+                    metadata=self._metadata(content),
+                    parent_config=_config(thread_id, ns, parent) if parent else None,
+                    pending_writes=writes,
+                )
+            )
+        return tuples
+
+    def _pending(
+        self, item: _Stored, values: dict[tuple[int, str], Any], position: int
+    ) -> builtins.list[PendingWrite]:
+        """The writes in writes_sort_key order; of a special write (negative index) written
+        more than once, the last."""
+        chosen: dict[tuple[str, int], tuple[tuple[str, str, int], PendingWrite]] = {}
+        for index, write in enumerate(item.writes):
+            at = (write["task_id"], write["idx"])
+            if at in chosen and write["idx"] >= 0:
+                continue
+            key = writes_sort_key(write["task_path"], write["task_id"], write["idx"])
+            value = values[(position, f"\0{index}")]
+            chosen[at] = (key, (write["task_id"], write["channel"], value))
+        return [w for _, w in sorted(chosen.values(), key=lambda kw: kw[0])]
+
+    def _load(self, session_id: str, refs: dict[Any, dict[str, Any]]) -> Plan[dict[Any, Any]]:
+        """The values `refs` name, by the same keys (an empty channel's is left out). Blobs
+        are read in as few requests as the levels of names take (two for a list)."""
+        values: dict[Any, Any] = {}
+        # key -> (names still to read, levels of names above the elements, is a list)
+        jobs: dict[Any, tuple[builtins.list[str], int, bool]] = {}
+        for key, ref in refs.items():
+            if "b64" in ref:
+                values[key] = self.serde.loads_typed((ref["t"], b64decode(ref["b64"])))
+            elif "blobs" in ref:
+                jobs[key] = (ref["blobs"], 0, False)
+            elif "list" in ref:
+                jobs[key] = (ref["list"]["pieces"], ref["list"]["depth"], True)
+            elif "empty_list" in ref:
+                values[key] = []
+        while jobs:
+            wanted = [n for names, _, _ in jobs.values() for n in names]
+            missing = list(dict.fromkeys(n for n in wanted if self._blobs.get(n) is None))
+            if missing:
+                loaded: builtins.list[bytes] = yield _call("load_blobs", session_id, missing)
+                for name, data in zip(missing, loaded, strict=True):
+                    self._blobs.put(name, data)
+            for key, (names, depth, is_list) in list(jobs.items()):
+                parts = [self._blobs.get(n) or b"" for n in names]
+                if depth:
+                    jobs[key] = (_split_names(b"".join(parts)), depth - 1, is_list)
+                    continue
+                del jobs[key]
+                if is_list:
+                    values[key] = [self._untyped(p) for p in parts]
+                else:
+                    values[key] = self._untyped(b"".join(parts))
+        return values
+
+    def _untyped(self, data: bytes) -> Any:
+        kind, _, payload = data.partition(b"\n")
+        return self.serde.loads_typed((kind.decode(), payload))
+
+    # --- Writing ---------------------------------------------------------------------------
+
+    def _typed(self, value: Any) -> tuple[str, bytes]:
+        kind, data = self.serde.dumps_typed(value)
+        return kind, data
+
+    def _encode(self, value: Any, contents: builtins.list[bytes]) -> dict[str, Any]:
+        """A ref to `value`, adding the blobs it needs to `contents`."""
+        if type(value) is list:
+            if not value:
+                return {"empty_list": True}
+            elements = [self._blob_of(*self._typed(e)) for e in value]
+            if all(len(e) <= BLOB_PIECE for e in elements):
+                return {"list": self._names_tree(elements, contents)}
+        return self._scalar(value, contents)
+
+    def _names_tree(
+        self, elements: builtins.list[bytes], contents: builtins.list[bytes]
+    ) -> dict[str, Any]:
+        contents.extend(elements)
+        level = [self._remember(e) for e in elements]
+        depth = 0
+        while True:
+            raw = b"".join(bytes.fromhex(n) for n in level)
+            pieces = [raw[i : i + NAMES_PIECE] for i in range(0, len(raw), NAMES_PIECE)]
+            contents.extend(pieces)
+            level = [self._remember(p) for p in pieces]
+            depth += 1
+            if len(level) <= MAX_PIECES:
+                return {"n": len(elements), "depth": depth, "pieces": level}
+
+    @staticmethod
+    def _blob_of(kind: str, data: bytes) -> bytes:
+        return kind.encode() + b"\n" + data
+
+    def _remember(self, data: bytes) -> str:
+        name = _sha(data)
+        self._blobs.put(name, data)
+        return name
+
+    def _encoded(self, content: dict[str, Any], name: str, value: Any) -> None:
+        """`value` in `content` under `name`: as JSON when it reads back equal, else typed."""
+        plain = _as_json(value)
+        if plain is not None or value is None:
+            content[name] = plain
+        else:
+            kind, data = self._typed(value)
+            content[name + "_typed"] = {"t": kind, "b64": b64encode(data).decode()}
+
+    def _put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> Plan[RunnableConfig]:
+        configurable = config["configurable"]
+        thread_id: str = configurable["thread_id"]
+        ns: str = configurable.get("checkpoint_ns", "")
+        parent_id: str | None = configurable.get("checkpoint_id")
+        session_id = yield from self._session(thread_id, create=True)
+        assert session_id is not None
+        channel_values = checkpoint["channel_values"]
+        contents: builtins.list[bytes] = []
+        refs: dict[str, dict[str, Any]] = {}
+        for channel, version in checkpoint["channel_versions"].items():
+            known = self._refs.get((session_id, ns, channel))
+            if channel not in new_versions and known is not None and known["v"] == version:
+                refs[channel] = known
+            elif channel in channel_values:
+                refs[channel] = {"v": version, **self._encode(channel_values[channel], contents)}
+            elif channel in new_versions:
+                refs[channel] = {"v": version, "empty": True}
+            elif parent_id:
+                # Unchanged, not given, not known here (another process wrote it): the
+                # parent names it.
+                parent = yield from self._get_tuple(_config(thread_id, ns, parent_id))
+                if parent is not None:
+                    known = self._refs.get((session_id, ns, channel))
+                if known is not None and known["v"] == version:
+                    refs[channel] = known
+        if contents:
+            yield _call("store_blobs", session_id, contents)
+        body = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+        content: dict[str, Any] = {
+            "langgraph": "checkpoint",
+            "ns": ns,
+            "checkpoint_id": checkpoint["id"],
+            "parent_checkpoint_id": parent_id,
+        }
+        full_metadata = get_checkpoint_metadata(config, metadata)
+        self._encoded(content, "metadata", full_metadata)
+        self._encoded(content, "checkpoint", body)
+        content["values"] = refs
+        key = f"{_checkpoint_prefix(ns, checkpoint['id'])}c/{_digest(_json_dump(content), 12)}"
+        events: builtins.list[m.EventIn] = [
+            {"kind": "note", "tier": "durable", "content": content, "idempotency_key": key}
+        ]
+        run_id = full_metadata.get("run_id")
+        if isinstance(run_id, str) and (session_id, run_id) not in self._runs:
+            events.append(
+                {
+                    "kind": "note",
+                    "tier": "durable",
+                    "content": {"langgraph": "run", "run_id": run_id},
+                    "idempotency_key": _run_key(run_id),
+                }
+            )
+        yield _call("append", session_id, events)
+        if isinstance(run_id, str):
+            self._runs.add((session_id, run_id))
+        for channel, ref in refs.items():
+            self._refs[(session_id, ns, channel)] = ref
+        return _config(thread_id, ns, checkpoint["id"])
+
+    def _put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> Plan[None]:
+        if not writes:
+            return None
+        configurable = config["configurable"]
+        thread_id: str = configurable["thread_id"]
+        ns: str = configurable.get("checkpoint_ns", "")
+        checkpoint_id: str = configurable["checkpoint_id"]
+        session_id = yield from self._session(thread_id, create=True)
+        assert session_id is not None
+        contents: builtins.list[bytes] = []
+        events: builtins.list[m.EventIn] = []
+        for position, (channel, value) in enumerate(writes):
+            idx = WRITES_IDX_MAP.get(channel, position)
+            content = {
+                "langgraph": "write",
+                "ns": ns,
+                "checkpoint_id": checkpoint_id,
+                "task_id": task_id,
+                "task_path": task_path,
+                "idx": idx,
+                "channel": channel,
+                "value": self._scalar(value, contents),
+            }
+            key = f"{_checkpoint_prefix(ns, checkpoint_id)}w/{_part(task_id)}/{idx}"
+            if idx < 0:
+                # The last of these wins (as in LangGraph's own savers): one event each.
+                key += "/" + _digest(_json_dump(content), 12)
+            events.append(
+                {"kind": "note", "tier": "durable", "content": content, "idempotency_key": key}
+            )
+        if contents:
+            yield _call("store_blobs", session_id, contents)
+        while events:
+            try:
+                yield _call("append", session_id, events)
+                return None
+            except Conflict as error:
+                # A (task, index) written before with another value: the first write wins.
+                index = (error.detail or {}).get("index")
+                if error.code != "idempotency_key_reused" or not isinstance(index, int):
+                    raise
+                del events[index]
+        return None
+
+    def _scalar(self, value: Any, contents: builtins.list[bytes]) -> dict[str, Any]:
+        kind, data = self._typed(value)
+        if len(data) <= INLINE_BYTES:
+            return {"t": kind, "b64": b64encode(data).decode()}
+        blob = self._blob_of(kind, data)
+        pieces = [blob[i : i + BLOB_PIECE] for i in range(0, len(blob), BLOB_PIECE)]
+        contents.extend(pieces)
+        return {"blobs": [self._remember(p) for p in pieces]}
+
+    # --- Deleting and copying --------------------------------------------------------------
+
+    def _hide(
+        self, session_id: str, reason: str, keep: Callable[[_Stored, set[str]], bool]
+    ) -> Plan[None]:
+        """Append a deletion note for each live checkpoint `keep` refuses. `keep` gets the
+        checkpoint and the namespaces whose newest live checkpoint was already seen."""
+        seen: set[str] = set()
+        notes: builtins.list[m.EventIn] = []
+        scan = _Scan(session_id, "lg/", 1000)
+        while (live := (yield from self._page(scan))) is not None:
+            for stored in live:
+                if not keep(stored, seen):
+                    notes.append(_deletion_note(stored, reason))
+                seen.add(stored.ns)
+        for start in range(0, len(notes), APPEND_BATCH):
+            yield _call("append", session_id, notes[start : start + APPEND_BATCH])
+        self._refs = {k: v for k, v in self._refs.items() if k[0] != session_id}
+
+    def _delete_thread(self, thread_id: str) -> Plan[None]:
+        session_id = yield from self._session(thread_id, create=False)
+        if session_id is None:
+            return None
+        try:
+            yield _call("delete_session", session_id)
+        except Conflict as error:
+            if error.code != "session_has_forks":
+                raise
+            # Copies of this thread (forks) read through its log: hide, do not delete.
+            yield from self._hide(session_id, "delete_thread", lambda stored, seen: False)
+        self._forget(thread_id)
+        return None
+
+    def _copy_thread(self, source: str, target: str) -> Plan[None]:
+        session_id = yield from self._session(source, create=False)
+        if session_id is None:
+            return None
+        found: m.SessionWithTasks = yield _call("get_session", session_id)
+        fork: m.Session = yield _call(
+            "fork",
+            session_id,
+            found.head_seq,
+            external_id=self.external_id(target),
+            title=f"LangGraph thread {target} (copy of {source})",
+            metadata={"framework": "langgraph", "langgraph_namespace": self.namespace},
+        )
+        self._sessions[target] = fork.id
+        return None
+
+    def _prune(self, thread_ids: Sequence[str], strategy: str) -> Plan[None]:
+        if strategy not in {"keep_latest", "delete"}:
+            raise ValueError(f"unknown prune strategy {strategy!r}")
+        for thread_id in thread_ids:
+            if strategy == "delete":
+                yield from self._delete_thread(thread_id)
+                continue
+            session_id = yield from self._session(thread_id, create=False)
+            if session_id is not None:
+                yield from self._hide(
+                    session_id, "prune", lambda stored, seen: stored.ns not in seen
+                )
+        return None
+
+    def _delete_for_runs(self, run_ids: Sequence[str]) -> Plan[None]:
+        wanted = set(run_ids)
+        if not wanted:
+            return None
+        keys = [_run_key(r) for r in wanted]
+        threads = yield from self._threads()
+        for _, session_id in threads:
+            marked: m.EventSlice = yield _call("events", session_id, key=keys, limit=1000)
+            if not marked.events:
+                continue
+            yield from self._hide(
+                session_id,
+                "delete_for_runs",
+                lambda stored, seen: self._metadata(stored.content).get("run_id") not in wanted,
+            )
+        return None
+
+
+def _deletion_note(stored: _Stored, reason: str) -> m.EventIn:
+    return {
+        "kind": "note",
+        "tier": "durable",
+        "content": {
+            "langgraph": "deleted",
+            "ns": stored.ns,
+            "checkpoint_id": stored.checkpoint_id,
+            "reason": reason,
+        },
+        "idempotency_key": f"{_checkpoint_prefix(stored.ns, stored.checkpoint_id)}x/{stored.seq}",
+    }
+
+
+def _config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
+    return {
+        "configurable": {
+            "thread_id": thread_id,
+            "checkpoint_ns": ns,
+            "checkpoint_id": checkpoint_id,
+        }
+    }
