@@ -4,6 +4,7 @@ The session endpoints are enumerated from the API's routers, so an endpoint adde
 in REQUESTS below fails this suite instead of going unchecked.
 """
 
+import hashlib
 import uuid
 
 import pytest
@@ -14,15 +15,20 @@ from core.actors import Actor
 from core.errors import NotFound, PermissionDeniedError
 from core.models import AuditEntry, Role
 from sessions_app.access import get_session_for_user
-from sessions_app.models import Event, Session, Snapshot
+from sessions_app.models import Blob, Event, Session, Snapshot
 from sessions_app.services.events import EventDraft, append_events
 from tests.conftest import ApiClient
 from tests.factories import make_api_key, make_member, make_session, make_user
+
+ABC_SHA256 = hashlib.sha256(b"ABC").hexdigest()
 
 # (method, path) -> body; in an order in which the owner's calls all succeed.
 REQUESTS: list[tuple[str, str, dict | None]] = [
     ("GET", "/sessions/{session_id}", None),
     ("POST", "/sessions/{session_id}/events", {"events": [{"kind": "note", "content": {}}]}),
+    ("POST", "/sessions/{session_id}/blobs", {"blobs": [{"data": "QUJD"}]}),  # b"ABC"
+    ("POST", "/sessions/{session_id}/blobs/lookup", {"sha256": [ABC_SHA256], "data": True}),
+    ("GET", "/sessions/{session_id}/blobs/{sha256}", None),
     ("GET", "/sessions/{session_id}/events", None),
     ("GET", "/sessions/{session_id}/state", None),
     ("POST", "/sessions/{session_id}/snapshots", {}),
@@ -66,8 +72,13 @@ def _world() -> tuple:
         [model_to_dict(s) for s in Session.objects.order_by("pk")],
         Event.objects.count(),
         Snapshot.objects.count(),
+        Blob.objects.count(),
         AuditEntry.objects.count(),
     )
+
+
+def _url(path: str, session_id) -> str:
+    return path.format(session_id=session_id, sha256=ABC_SHA256)
 
 
 def _call(client, method: str, path: str, body: dict | None):
@@ -97,11 +108,11 @@ def test_it_answers_404_to_another_projects_key_on_every_session_endpoint(api, o
     before = _world()
     other_scope = _scope(other_api)
     for method, path, body in REQUESTS:
-        url = path.format(session_id=session.pk) + QUERIES.get((method, path), "")
+        url = _url(path, session.pk) + QUERIES.get((method, path), "")
         response = _call(other_api, method, url, body)
         if (method, path) in ADMIN_ONLY and other_scope == "agent":
             assert response.status_code == 403, (method, path, response.content)
-            assert _call(other_api, method, path.format(session_id=uuid.uuid4()), body).json() == (
+            assert _call(other_api, method, _url(path, uuid.uuid4()), body).json() == (
                 response.json()
             )
             continue
@@ -110,7 +121,7 @@ def test_it_answers_404_to_another_projects_key_on_every_session_endpoint(api, o
         assert set(error) == {"code", "message", "detail"}
         assert error["code"] == "not_found", (method, path)
         # Indistinguishable from a session that does not exist.
-        unknown = _call(other_api, method, path.format(session_id=uuid.uuid4()), body)
+        unknown = _call(other_api, method, _url(path, uuid.uuid4()), body)
         assert unknown.status_code == 404
         assert unknown.json()["error"]["message"] == error["message"]
     assert _world() == before
@@ -120,7 +131,7 @@ def test_it_answers_404_to_another_projects_key_on_every_session_endpoint(api, o
     owner_admin = ApiClient(make_api_key(project, scope="admin")[1])
     for method, path, body in REQUESTS:
         client = owner_admin if (method, path) in ADMIN_ONLY else api
-        url = path.format(session_id=session.pk) + QUERIES.get((method, path), "")
+        url = _url(path, session.pk) + QUERIES.get((method, path), "")
         response = _call(client, method, url, body)
         assert response.status_code in (200, 201), (method, path, response.content)
 

@@ -30,7 +30,8 @@ from retention_app.models import LegalHold, SessionTombstone
 from retention_app.services.holds import lift_hold, place_hold
 from retention_app.services.jobs import run_job_for_project
 from retention_app.services.policies import save_policy
-from sessions_app.models import Event, Session, Snapshot
+from sessions_app.models import Blob, Event, Session, Snapshot
+from sessions_app.services.blobs import store_blobs
 from sessions_app.services.events import EventDraft, append_events
 from sessions_app.services.sessions import fork_session
 from sessions_app.services.state import take_snapshot
@@ -59,6 +60,7 @@ def fill(session: Session, n: int = 6) -> Session:
         actor=TESTER,
     )
     take_snapshot(session, 2, reason="agent")
+    store_blobs(session, [b"named by a checkpoint", b"and another"])
     hold, _ = place_hold(session.project, session=session, reason="was held", actor=TESTER)
     lift_hold(hold, actor=TESTER)
     session.refresh_from_db()
@@ -74,10 +76,19 @@ def rows_of(session_id) -> dict[str, int]:
         "handoffs": Handoff.objects.filter(session_id=session_id).count(),
         "task_links": TaskSession.objects.filter(session_id=session_id).count(),
         "holds": LegalHold.objects.filter(session_id=session_id).count(),
+        "blobs": Blob.objects.filter(session_id=session_id).count(),
     }
 
 
-GONE = {"session": 0, "events": 0, "snapshots": 0, "handoffs": 0, "task_links": 0, "holds": 0}
+GONE = {
+    "session": 0,
+    "events": 0,
+    "snapshots": 0,
+    "handoffs": 0,
+    "task_links": 0,
+    "holds": 0,
+    "blobs": 0,
+}
 
 
 @pytest.fixture(params=[KeyScope.AGENT, KeyScope.ADMIN], ids=["agent-key", "admin-key"])
