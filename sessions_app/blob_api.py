@@ -8,7 +8,7 @@ from uuid import UUID
 
 from django.http import HttpRequest, HttpResponse
 from ninja import Field, Router
-from pydantic import StringConstraints
+from pydantic import ConfigDict, StringConstraints
 
 from core.errors import InvalidInput
 from core.http import json_response
@@ -31,6 +31,7 @@ class BlobIn(InSchema):
 
 
 class BlobsIn(InSchema):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"blobs": [{"data": "aGVsbG8="}]}]})
     blobs: list[BlobIn] = Field(..., min_length=1, max_length=MAX_BLOBS_PER_CALL)
 
 
@@ -45,6 +46,16 @@ class StoredBlobsOut(OutSchema):
 
 
 class BlobLookupIn(InSchema):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "sha256": ["2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"],
+                    "data": True,
+                }
+            ]
+        }
+    )
     sha256: list[Sha256] = Field(..., min_length=1, max_length=MAX_BLOBS_PER_CALL)
     data: bool = Field(False, description="true: answer with the bytes too (base64)")
 

@@ -30,6 +30,7 @@ from core.models import KeyScope
 from core.services.webhooks import create_endpoint
 from handoffs_app.services.handoffs import cancel_handoff, request_handoff
 from retention_app.services.holds import place_hold
+from sessions_app.services.blobs import store_blobs
 from sessions_app.services.events import EventDraft, append_events
 from sessions_app.services.lifecycle import close_session, pause_session
 from sessions_app.services.sessions import fork_session
@@ -150,6 +151,8 @@ def use_real_ids(case) -> None:
             # Earlier operations close and pause the other sessions: ask on an untouched one.
             known["session_id"] = KNOWN["asking_session_id"]
         label = case.operation.label
+        if "/blobs" in label:
+            known["session_id"] = KNOWN["blob_session_id"]
         if label.startswith("DELETE ") and label.endswith("/sessions/{session_id}"):
             # Deletes its own sessions (one with a fork), not those the others work on.
             known["session_id"] = KNOWN["doomed_session_id"]
@@ -229,6 +232,10 @@ def _build_world() -> None:
         )[0]
         for n in range(3)
     ]
+    # Blobs go to a session of their own, which no generated close or pause reaches; it holds
+    # the blob of the schema's examples (aGVsbG8=).
+    blobs_session = make_session(project, title="blobs")
+    (blob,) = store_blobs(blobs_session, [b"hello"])
     KNOWN.update(
         api_key=[raw_key],
         key_id=[str(k.pk) for k in spare_keys],
@@ -241,6 +248,8 @@ def _build_world() -> None:
         task_id=[str(task.pk), str(failed.pk)],
         key=["draft", "review", "publish"],
         name=["document_approval", "approved"],
+        blob_session_id=[str(blobs_session.pk)],
+        sha256=[blob.sha256],
     )
 
 
