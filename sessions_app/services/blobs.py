@@ -16,6 +16,7 @@ until the session is deleted, and compaction leaves them (a kept event may name 
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from uuid import UUID
 
 from django.conf import settings
 from django.db import transaction
@@ -55,7 +56,7 @@ def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _lineage_ids(session: Session) -> list[object]:
+def _lineage_ids(session: Session) -> list[UUID]:
     return [segment_id for segment_id, _, _ in session.lineage_segments()]
 
 
