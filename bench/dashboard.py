@@ -47,6 +47,7 @@ import subprocess
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +59,7 @@ if str(BENCH) not in sys.path:
 import ingest as ib  # noqa: E402  (bench/ingest.py: database set-up, content, COPY loader)
 
 VENV_BIN = Path(sys.executable).parent
-DEFAULT_DB = "switchboard_bench_dash"
+DEFAULT_DB = ib.scratch_name("switchboard_bench_dash")
 USERNAME, PASSWORD = "bench-operator", "bench-operator-password-91"
 
 TARGETS = {"list": 100.0, "page": 150.0, "live": 100.0}  # p95, ms
@@ -521,49 +522,73 @@ def next_page_query(page_html: str) -> str:
     return html.unescape(match.group(1))
 
 
-def raw_sql_timings(conn, sqls: list[str], repeat: int) -> dict[str, Any]:  # type: ignore[no-untyped-def]
-    """Re-run a page's SELECTs with plain psycopg: median per statement, summed per page."""
+@dataclass(frozen=True)
+class Statement:
+    """One statement a page ran, as it was sent: its text with placeholders, its parameters
+    apart, and how they were bound (Django's cursors quote them into the text client-side;
+    core.storage.server_bound_cursor sends them apart, and psycopg prepares the statement)."""
+
+    sql: str
+    params: Any
+    server_bound: bool
+
+
+def _cursor(conn, statement: Statement):  # type: ignore[no-untyped-def]
+    import psycopg
+
+    return conn.cursor() if statement.server_bound else psycopg.ClientCursor(conn)
+
+
+def raw_sql_timings(conn, statements: list[Statement], repeat: int) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    """Re-run a page's SELECTs with plain psycopg, each bound as the page bound it: median per
+    statement, summed per page."""
     per_stmt = []
-    with conn.cursor() as cur:
-        for sql in sqls:
-            samples = []
+    for statement in statements:
+        samples = []
+        with _cursor(conn, statement) as cur:
             for _ in range(repeat):
                 t0 = time.perf_counter_ns()
-                cur.execute(sql)
+                cur.execute(statement.sql, statement.params)
                 cur.fetchall()
                 samples.append((time.perf_counter_ns() - t0) / 1e6)
-            per_stmt.append(statistics.median(samples))
+        per_stmt.append(statistics.median(samples))
     conn.rollback()
     return {
         "total_ms": sum(per_stmt),
-        "statements": len(sqls),
+        "statements": len(statements),
         "max_ms": max(per_stmt, default=0),
         "per_statement_ms": [round(v, 3) for v in per_stmt],
     }
 
 
-def explain(conn, sql: str) -> str:  # type: ignore[no-untyped-def]
-    with conn.cursor() as cur:
-        cur.execute(f"EXPLAIN (ANALYZE, BUFFERS) {sql}")
+def explain(conn, statement: Statement) -> str:  # type: ignore[no-untyped-def]
+    with _cursor(conn, statement) as cur:
+        cur.execute(f"EXPLAIN (ANALYZE, BUFFERS) {statement.sql}", statement.params)
         plan = "\n".join(r[0] for r in cur.fetchall())
     conn.rollback()
     return plan
 
 
-def page_queries(client: Any, url: str, headers: dict[str, str] | None = None) -> list[str]:
-    """The SELECTs one in-process render of `url` runs (Django's test client, same database)."""
+def page_queries(client: Any, url: str, headers: dict[str, str] | None = None) -> list[Statement]:
+    """The SELECTs one in-process render of `url` runs (Django's test client, same database),
+    taken before binding: Django's query log holds the server-bound ones' text without their
+    parameters, and an execute wrapper sees every statement with them."""
+    import psycopg
     from django.db import connection
-    from django.test.utils import CaptureQueriesContext
 
-    with CaptureQueriesContext(connection) as ctx:
+    statements: list[Statement] = []
+
+    def record(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+        if not many and sql.lstrip().upper().startswith(("SELECT", "WITH")):
+            bound = not isinstance(context["cursor"].cursor, psycopg.ClientCursor)
+            statements.append(Statement(sql, params, bound))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record):
         response = client.get(url, headers=headers or {})
     if response.status_code != 200:
         raise RuntimeError(f"in-process {url}: HTTP {response.status_code}")
-    return [
-        q["sql"]
-        for q in ctx.captured_queries
-        if q["sql"].lstrip().upper().startswith(("SELECT", "WITH"))
-    ]
+    return statements
 
 
 # --------------------------------------------------------------------------------------------
@@ -794,7 +819,9 @@ def main() -> int:
         help="create and load the database, then stop (for EXPLAIN / profiling)",
     )
     p.add_argument("--seed", type=int, default=11)
+    ib.add_smoke_flag(p)
     args = p.parse_args()
+    ib.smoke(args, quick=True, sessions=300, big=2_000, rounds=1, per_round=1, appends=3)
 
     quick = args.quick
     n_sessions = args.sessions or (20_000 if quick else 100_000)
@@ -809,15 +836,9 @@ def main() -> int:
 
     # -- database ---------------------------------------------------------------------------
     ib.log(f"recreating database {args.db} and migrating")
-    ib.recreate_database(args.db)
     env = dash_env(args.db)
     os.environ.update(env)
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-        cwd=ROOT,
-        env=env,
-        check=True,
-    )
+    ib.scratch_database(args.db, env)
     # DEBUG=false serves static files from collectstatic's manifest (as scripts/run does).
     subprocess.run(
         [sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"],
@@ -1024,7 +1045,8 @@ def main() -> int:
         statements = page_queries(local, f"{base}?{query}")
         sql[name] = raw_sql_timings(conn, statements, 5)
         main_sql = max(
-            statements, key=lambda s: ("sessions_app_session" in s and "LIMIT 51" in s, len(s))
+            statements,
+            key=lambda s: ("sessions_app_session" in s.sql and "LIMIT 51" in s.sql, len(s.sql)),
         )
         plans[name] = explain(conn, main_sql)
         sql[name]["list_query_ms"] = float(
@@ -1076,10 +1098,16 @@ def main() -> int:
                     reps[name] = 1
             sampler.get("first", page_base, record=False)
             sampler.get(
-                "more", f"{page_base}events/?order=desc&before_seq=5000", headers=htmx, record=False
+                "more",
+                f"{page_base}events/?order=desc&before_seq={min(5000, big)}",
+                headers=htmx,
+                record=False,
             )
             sampler.get(
-                "inspector", f"{page_base}inspector/?at_seq=5000", headers=htmx, record=False
+                "inspector",
+                f"{page_base}inspector/?at_seq={min(5000, big)}",
+                headers=htmx,
+                record=False,
             )
 
         ib.log(f"measuring: {rounds} rounds x {per_round} per case")

@@ -72,9 +72,18 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (  # noqa: E402  (bench/_common.py; the other benches reach these through ingest)
+    add_smoke_flag,
+    pg_connect,
+    pg_url,
+    scratch_database,
+    scratch_name,
+    smoke,
+)
+
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
-PG_HOST, PG_PORT, PG_USER = "127.0.0.1", 5432, "postgres"
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
 SECRET_KEY = "bench-only-secret-key-not-for-production-0123456789"
 
@@ -320,24 +329,6 @@ def copy_escape(value: str) -> str:
 # --------------------------------------------------------------------------------------------
 # Database set-up and loading
 # --------------------------------------------------------------------------------------------
-
-
-def pg_url(db: str) -> str:
-    return f"postgres://{PG_USER}@{PG_HOST}:{PG_PORT}/{db}"
-
-
-def pg_connect(db: str, autocommit: bool = False):  # type: ignore[no-untyped-def]
-    import psycopg
-
-    return psycopg.connect(
-        host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=db, autocommit=autocommit
-    )
-
-
-def recreate_database(db: str) -> None:
-    with pg_connect("postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{db}"')
 
 
 def server_env(db: str, *, redis: bool = True) -> dict[str, str]:
@@ -1311,9 +1302,7 @@ async def _fleet_raw_agent(
     import psycopg
 
     autocommit = mode in ("autocommit", "alloc1")
-    conn = await psycopg.AsyncConnection.connect(
-        host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=db, autocommit=autocommit
-    )
+    conn = await psycopg.AsyncConnection.connect(conninfo=pg_url(db), autocommit=autocommit)
     sid = uuid.uuid4()
     await conn.execute("INSERT INTO bench_raw_session VALUES (%s, 0)", (sid,))
     if not autocommit:
@@ -1656,7 +1645,7 @@ def render(results: dict[str, Any]) -> str:
 
     fa, fr, fra = results.get("fleet_api"), results.get("fleet_raw"), results.get("fleet_raw_alloc")
     fc = results.get("fleet_ceiling")
-    if fa and fr:
+    if fa and fr and fr["events_per_s"]:  # (a smoke run's fleet may not get to send)
         w("")
         w(
             f"FLEET: {fa['agents']} agents at once, each its own session and keep-alive connection,"
@@ -1798,7 +1787,9 @@ def main() -> int:
         help="comma-separated session sizes (default 100,10000,1000000; quick "
         "100,10000,100000); the largest one is the read benchmark's session",
     )
-    p.add_argument("--db", default="switchboard_bench", help="scratch database (dropped first)")
+    p.add_argument(
+        "--db", default=scratch_name("switchboard_bench"), help="scratch database (dropped first)"
+    )
     p.add_argument("--workers", type=int, default=DEFAULT_WORKERS)
     p.add_argument("--http", default=DEFAULT_HTTP, choices=["httptools", "h11"])
     p.add_argument("--loop", default=DEFAULT_LOOP, choices=["uvloop", "asyncio"])
@@ -1837,7 +1828,19 @@ def main() -> int:
         "scripts/run starts; default) or granian's WSGI server with config.wsgi:application "
         "(the production split's WSGI side, README). Full runs measure both in SERVER SETUPS",
     )
+    add_smoke_flag(p)
     args = p.parse_args()
+    smoke(
+        args,
+        quick=True,
+        rounds=1,
+        appends=5,
+        batches=2,
+        reads=4,
+        sizes="100,1000",
+        matrix=False,
+        fleet_seconds=0.5,
+    )
     global SERVER_ROOT
     SERVER_ROOT = args.server_root.resolve()
 
@@ -1860,14 +1863,8 @@ def main() -> int:
 
     # -- database ---------------------------------------------------------------------------
     log(f"recreating database {args.db} and migrating")
-    recreate_database(args.db)
+    scratch_database(args.db, server_env(args.db))
     os.environ.update(server_env(args.db))
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-        cwd=ROOT,
-        env=server_env(args.db),
-        check=True,
-    )
 
     sys.path.insert(0, str(ROOT))
     import django
@@ -2107,7 +2104,7 @@ def main() -> int:
             if args.server != GRANIAN_WSGI:
                 setups.append((args.workers, args.http, args.loop, True, False, GRANIAN_WSGI))
         matrix_rows = []
-        mbodies = append_bodies(factory, 150 if quick else 300, seed=300)
+        mbodies = append_bodies(factory, 10 if args.smoke else 150 if quick else 300, seed=300)
         for workers, http, loop, redis, wsgi, kind in setups:
             port = free_port()
             srv = Server(
@@ -2141,7 +2138,8 @@ def main() -> int:
                 "seq_cpu": m.per_request(len(mbodies)),
             }
             conc_sids = [str(new_session(f"conc {i}")) for i in range(4)]
-            row["conc"] = concurrent_appends(port, api_key, conc_sids, mbodies[:100], 3.0)
+            conc_seconds = 0.5 if args.smoke else 3.0
+            row["conc"] = concurrent_appends(port, api_key, conc_sids, mbodies[:100], conc_seconds)
             matrix_rows.append(row)
             srv.stop()
             servers.remove(srv)
