@@ -68,6 +68,9 @@ T = TypeVar("T")
 
 # A value of at most this many bytes (serialised) is kept in the event that names it.
 INLINE_BYTES = 256
+# A pending write's value of at most this many bytes is kept in its event (written once, never
+# named again by a later event, so never re-sent).
+INLINE_WRITE_BYTES = 16 * 1024
 # A list's element names are stored in pieces of this many bytes (128 names of 32 bytes);
 # when a level has more than MAX_PIECES pieces, their names are stored the same way again.
 NAMES_PIECE = 4096
@@ -218,8 +221,9 @@ class _Stored:
 
 
 class _Reader:
-    """Turns a thread's events, read newest first, into its live checkpoints (newest first),
-    each with its writes: a write or a deletion note is always later than its checkpoint."""
+    """Turns a thread's events, read newest first, into its live checkpoints (newest first)
+    and their writes. A deletion note is always later than its checkpoint; a write may be
+    earlier (LangGraph saves a step's writes while its checkpoint is still being saved)."""
 
     def __init__(self) -> None:
         self._decided: set[tuple[str, str]] = set()
@@ -235,8 +239,13 @@ class _Reader:
             self._decided.add(at)
         elif what == "checkpoint" and at not in self._decided:
             self._decided.add(at)
-            return _Stored(event.seq, content, list(reversed(self._writes.pop(at, []))))
+            return _Stored(event.seq, content, [])
         return None
+
+    def attach(self, stored: _Stored) -> _Stored:
+        """`stored` with the writes read so far made at it, oldest first."""
+        stored.writes = list(reversed(self._writes.get((stored.ns, stored.checkpoint_id), [])))
+        return stored
 
 
 @dataclass
@@ -283,6 +292,9 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
         self._refs: dict[tuple[str, str, str], dict[str, Any]] = {}
         self._runs: set[tuple[str, str]] = set()  # (session, run_id) markers written
         self._blobs = _BlobCache()
+        # Per (session, ns, channel): the elements of the list last stored, by id (holding
+        # them, so no id is reused meanwhile), with their blob and its name.
+        self._elements: dict[tuple[str, str, str], dict[int, tuple[Any, bytes, str]]] = {}
 
     @property
     def client(self) -> Client:
@@ -525,6 +537,7 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
         session_id = self._sessions.pop(thread_id, None)
         if session_id is not None:
             self._refs = {k: v for k, v in self._refs.items() if k[0] != session_id}
+            self._elements = {k: v for k, v in self._elements.items() if k[0] != session_id}
 
     # --- Reading ---------------------------------------------------------------------------
 
@@ -547,6 +560,14 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
             scan.before, scan.limit = found.events[-1].seq, 1000
         return live
 
+    def _read_all(self, session_id: str, prefix: str) -> Plan[builtins.list[_Stored]]:
+        """Every live checkpoint under `prefix`, newest first, with its writes."""
+        scan = _Scan(session_id, prefix, 1000)
+        live: builtins.list[_Stored] = []
+        while (page := (yield from self._page(scan))) is not None:
+            live.extend(page)
+        return [scan.reader.attach(stored) for stored in live]
+
     def _get_tuple(self, config: RunnableConfig) -> Plan[CheckpointTuple | None]:
         configurable = config["configurable"]
         thread_id: str = configurable["thread_id"]
@@ -555,16 +576,20 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
         if session_id is None:
             return None
         checkpoint_id = get_checkpoint_id(config)
-        if checkpoint_id:
-            prefix, first_page = _checkpoint_prefix(ns, checkpoint_id), 1000
-        else:
-            prefix, first_page = _ns_prefix(ns), 50
-        scan = _Scan(session_id, prefix, first_page)
-        while (live := (yield from self._page(scan))) is not None:
-            if live:
-                (loaded,) = yield from self._tuples(session_id, thread_id, live[:1])
-                return loaded
-        return None
+        if not checkpoint_id:
+            # The newest live checkpoint of the namespace: the log read backwards.
+            scan = _Scan(session_id, _ns_prefix(ns), 50)
+            while (live := (yield from self._page(scan))) is not None and not live:
+                pass
+            if not live:
+                return None
+            checkpoint_id = live[0].checkpoint_id
+        # The checkpoint with all its writes, wherever they are in the log: one read.
+        found = yield from self._read_all(session_id, _checkpoint_prefix(ns, checkpoint_id))
+        if not found:
+            return None
+        (loaded,) = yield from self._tuples(session_id, thread_id, found[:1])
+        return loaded
 
     def _list(
         self,
@@ -594,15 +619,16 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
                 prefix = _checkpoint_prefix(ns, wanted_id)
             else:
                 prefix = _ns_prefix(ns)
-            scan = _Scan(session_id, prefix, 1000)
-            while (live := (yield from self._page(scan))) is not None:
-                batch = [s for s in live if self._matches(s, wanted_id, before_id, filter)]
-                if left is not None:
-                    batch, left = batch[:left], left - len(batch[:left])
+            live = yield from self._read_all(session_id, prefix)
+            chosen = [s for s in live if self._matches(s, wanted_id, before_id, filter)]
+            if left is not None:
+                chosen, left = chosen[:left], left - len(chosen[:left])
+            for start in range(0, len(chosen), 100):
+                batch = chosen[start : start + 100]
                 for item in (yield from self._tuples(session_id, thread_id, batch)):
                     yield _Item(item)
-                if left == 0:
-                    return
+            if left == 0:
+                return
 
     def _matches(
         self,
@@ -730,22 +756,43 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
         kind, data = self.serde.dumps_typed(value)
         return kind, data
 
-    def _encode(self, value: Any, contents: builtins.list[bytes]) -> dict[str, Any]:
-        """A ref to `value`, adding the blobs it needs to `contents`."""
+    def _encode(
+        self,
+        value: Any,
+        contents: builtins.list[bytes],
+        slot: tuple[str, str, str],
+        pending: dict[tuple[str, str, str], dict[int, tuple[Any, bytes, str]]],
+    ) -> dict[str, Any]:
+        """A ref to `value` (of the channel `slot` names), adding the blobs it needs to
+        `contents`. A list's elements that were in the list this channel last stored (the
+        same objects) are not serialised or sent again: LangGraph replaces state, it does not
+        change it in place."""
         if type(value) is list:
             if not value:
                 return {"empty_list": True}
-            elements = [self._blob_of(*self._typed(e)) for e in value]
-            if all(len(e) <= BLOB_PIECE for e in elements):
-                return {"list": self._names_tree(elements, contents)}
-        return self._scalar(value, contents)
+            before = self._elements.get(slot, {})
+            now: dict[int, tuple[Any, bytes, str]] = {}
+            names = []
+            for element in value:
+                known = before.get(id(element))
+                if known is None or known[0] is not element:
+                    blob = self._blob_of(*self._typed(element))
+                    if len(blob) > BLOB_PIECE:
+                        return self._scalar(value, contents, INLINE_BYTES)
+                    known = (element, blob, self._remember(blob))
+                    contents.append(blob)
+                now[id(element)] = known
+                names.append(known[2])
+            pending[slot] = now
+            return {"list": self._names_tree(names, contents)}
+        return self._scalar(value, contents, INLINE_BYTES)
 
     def _names_tree(
-        self, elements: builtins.list[bytes], contents: builtins.list[bytes]
+        self, names: builtins.list[str], contents: builtins.list[bytes]
     ) -> dict[str, Any]:
-        contents.extend(elements)
-        level = [self._remember(e) for e in elements]
-        depth = 0
+        """The elements' names stored in pieces (and the pieces' names again while there are
+        more than MAX_PIECES): the ref names the top level's pieces."""
+        level, depth = names, 0
         while True:
             raw = b"".join(bytes.fromhex(n) for n in level)
             pieces = [raw[i : i + NAMES_PIECE] for i in range(0, len(raw), NAMES_PIECE)]
@@ -753,7 +800,7 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
             level = [self._remember(p) for p in pieces]
             depth += 1
             if len(level) <= MAX_PIECES:
-                return {"n": len(elements), "depth": depth, "pieces": level}
+                return {"n": len(names), "depth": depth, "pieces": level}
 
     @staticmethod
     def _blob_of(kind: str, data: bytes) -> bytes:
@@ -787,6 +834,7 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
         session_id = yield from self._session(thread_id, create=True)
         assert session_id is not None
         channel_values = checkpoint["channel_values"]
+        pending: dict[tuple[str, str, str], dict[int, tuple[Any, bytes, str]]] = {}
         contents: builtins.list[bytes] = []
         refs: dict[str, dict[str, Any]] = {}
         for channel, version in checkpoint["channel_versions"].items():
@@ -794,7 +842,9 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
             if channel not in new_versions and known is not None and known["v"] == version:
                 refs[channel] = known
             elif channel in channel_values:
-                refs[channel] = {"v": version, **self._encode(channel_values[channel], contents)}
+                value = channel_values[channel]
+                slot = (session_id, ns, channel)
+                refs[channel] = {"v": version, **self._encode(value, contents, slot, pending)}
             elif channel in new_versions:
                 refs[channel] = {"v": version, "empty": True}
             elif parent_id:
@@ -837,6 +887,8 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
             self._runs.add((session_id, run_id))
         for channel, ref in refs.items():
             self._refs[(session_id, ns, channel)] = ref
+        # Stored: the elements of the lists just sent are known from now on.
+        self._elements.update(pending)
         return _config(thread_id, ns, checkpoint["id"])
 
     def _put_writes(
@@ -866,7 +918,7 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
                 "task_path": task_path,
                 "idx": idx,
                 "channel": channel,
-                "value": self._scalar(value, contents),
+                "value": self._scalar(value, contents, INLINE_WRITE_BYTES),
             }
             key = f"{_checkpoint_prefix(ns, checkpoint_id)}w/{_part(task_id)}/{idx}"
             if idx < 0:
@@ -889,9 +941,9 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
                 del events[index]
         return None
 
-    def _scalar(self, value: Any, contents: builtins.list[bytes]) -> dict[str, Any]:
+    def _scalar(self, value: Any, contents: builtins.list[bytes], inline: int) -> dict[str, Any]:
         kind, data = self._typed(value)
-        if len(data) <= INLINE_BYTES:
+        if len(data) <= inline:
             return {"t": kind, "b64": b64encode(data).decode()}
         blob = self._blob_of(kind, data)
         pieces = [blob[i : i + BLOB_PIECE] for i in range(0, len(blob), BLOB_PIECE)]

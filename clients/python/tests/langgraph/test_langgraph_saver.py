@@ -1,0 +1,204 @@
+"""SwitchboardSaver's own promises, against a live server: threads are sessions found by
+their namespaced external_id (a read opens none), namespaces keep applications apart,
+delete_thread deletes the session, copy_thread forks it, pending writes keep the first write,
+unchanged channel values are not sent again, and a checkpoint is an event an operator reads."""
+
+import uuid
+
+import pytest
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.base.id import uuid6
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde.types import ERROR
+from switchboard_client import Client, NotFound, RetryPolicy
+from switchboard_client.langgraph import SwitchboardSaver
+
+FAST = RetryPolicy(max_retries=2, backoff=0.05, max_backoff=0.2)
+
+
+@pytest.fixture
+def sb(server_url, api_key):
+    with Client(server_url, api_key, retry=FAST) as client:
+        yield client
+
+
+@pytest.fixture
+def namespace():
+    return f"saver-{uuid.uuid4().hex}/"
+
+
+def config(thread_id, checkpoint_id=None, ns=""):
+    configurable = {"thread_id": thread_id, "checkpoint_ns": ns}
+    if checkpoint_id:
+        configurable["checkpoint_id"] = checkpoint_id
+    return {"configurable": configurable}
+
+
+def checkpoint(values, versions, step=0):
+    return {
+        "v": 4,
+        "id": str(uuid6(clock_seq=step)),
+        "ts": "2026-01-01T00:00:00+00:00",
+        "channel_values": values,
+        "channel_versions": versions,
+        "versions_seen": {},
+        "updated_channels": None,
+    }
+
+
+def put(saver, thread_id, values, versions, *, parent=None, new=None, step=0):
+    cp = checkpoint(values, versions, step)
+    metadata = {"source": "loop", "step": step, "parents": {}}
+    target = parent or config(thread_id)
+    return saver.put(target, cp, metadata, versions if new is None else new)
+
+
+def sessions_of(sb, namespace):
+    return [s for s in sb.iter_sessions() if (s.external_id or "").startswith(namespace)]
+
+
+def test_it_reads_an_unknown_thread_without_opening_a_session(sb, namespace):
+    saver = SwitchboardSaver(sb, namespace=namespace)
+    assert saver.get_tuple(config("nobody")) is None
+    assert saver.get_tuple(config("nobody", str(uuid6()))) is None
+    assert list(saver.list(config("nobody"))) == []
+    assert list(saver.list(None)) == []
+    saver.delete_thread("nobody")
+    saver.prune(["nobody"])
+    saver.copy_thread("nobody", "somebody")
+    saver.delete_for_runs(["run"])
+    assert sessions_of(sb, namespace) == []
+    assert sb.find_session(namespace + "somebody") is None
+
+    put(saver, "somebody", {"x": 1}, {"x": 1})
+    (session,) = sessions_of(sb, namespace)
+    assert session.external_id == namespace + "somebody"
+    assert session.agent == "langgraph"
+    assert session.metadata == {"framework": "langgraph", "langgraph_namespace": namespace}
+
+
+def test_namespaces_keep_the_same_thread_ids_apart(sb, namespace):
+    first = SwitchboardSaver(sb, namespace=namespace + "a/")
+    second = SwitchboardSaver(sb, namespace=namespace + "b/")
+    put(first, "t", {"who": "first"}, {"who": 1})
+    put(second, "t", {"who": "second"}, {"who": 1})
+    assert first.get_tuple(config("t")).checkpoint["channel_values"] == {"who": "first"}
+    assert second.get_tuple(config("t")).checkpoint["channel_values"] == {"who": "second"}
+    assert [t.config["configurable"]["thread_id"] for t in first.list(None)] == ["t"]
+
+    first.delete_thread("t")
+    assert first.get_tuple(config("t")) is None
+    assert second.get_tuple(config("t")).checkpoint["channel_values"] == {"who": "second"}
+    assert [s.external_id for s in sessions_of(sb, namespace)] == [namespace + "b/t"]
+
+
+def test_delete_thread_deletes_the_session_and_frees_its_id(sb, namespace):
+    saver = SwitchboardSaver(sb, namespace=namespace)
+    stored = put(saver, "t", {"big": "x" * 5000}, {"big": 1})
+    session = sb.find_session(namespace + "t")
+    saver.put_writes(stored, [("ch", "value")], "task")
+
+    saver.delete_thread("t")
+    with pytest.raises(NotFound):
+        sb.get_session(session.id)
+    assert sb.find_session(namespace + "t") is None
+    # The thread starts again, in a new session.
+    put(saver, "t", {"big": "y"}, {"big": 1})
+    assert sb.find_session(namespace + "t").id != session.id
+    assert saver.get_tuple(config("t")).checkpoint["channel_values"] == {"big": "y"}
+
+
+def test_copy_thread_forks_the_session(sb, namespace):
+    saver = SwitchboardSaver(sb, namespace=namespace)
+    messages = [HumanMessage(f"message {n} " * 20, id=str(n)) for n in range(50)]
+    first = put(saver, "source", {"messages": messages}, {"messages": 1})
+    second = put(saver, "source", {"messages": messages[:10]}, {"messages": 2}, parent=first)
+    saver.put_writes(second, [("messages", "pending")], "task")
+
+    saver.copy_thread("source", "copy")
+    source = sb.find_session(namespace + "source")
+    copy = sb.find_session(namespace + "copy")
+    assert copy.lineage.parent_id == source.id
+    assert copy.lineage.fork_seq == source.head_seq
+
+    fresh = SwitchboardSaver(Client(sb.url, sb.api_key, retry=FAST), namespace=namespace)
+    copied = list(fresh.list(config("copy")))
+    assert [t.checkpoint["channel_values"] for t in copied] == [
+        {"messages": messages[:10]},
+        {"messages": messages},
+    ]
+    assert copied[0].pending_writes == [("task", "messages", "pending")]
+
+    # The copy goes on alone; the source is unchanged.
+    put(fresh, "copy", {"messages": []}, {"messages": 3}, parent=copied[0].config)
+    assert len(list(fresh.list(config("copy")))) == 3
+    assert len(list(fresh.list(config("source")))) == 2
+
+    # A source with live copies is hidden, not deleted: the copy still reads through it.
+    fresh.delete_thread("source")
+    assert fresh.get_tuple(config("source")) is None
+    assert list(fresh.list(config("source"))) == []
+    assert sb.get_session(source.id).id == source.id
+    assert len(list(fresh.list(config("copy")))) == 3
+
+
+def test_pending_writes_keep_the_first_write_as_inmemorysaver_does(sb, namespace):
+    ours, theirs = SwitchboardSaver(sb, namespace=namespace), InMemorySaver()
+    results = []
+    for saver in (ours, theirs):
+        stored = put(saver, "t", {}, {})
+        saver.put_writes(stored, [("a", "first"), ("b", 1)], "task")
+        saver.put_writes(stored, [("a", "second"), ("b", 2)], "task")  # ignored
+        saver.put_writes(stored, [(ERROR, "boom")], "task")
+        saver.put_writes(stored, [(ERROR, "boom again")], "task")  # the last error wins
+        saver.put_writes(stored, [("a", "other task")], "other", task_path="~")
+        results.append(saver.get_tuple(stored).pending_writes)
+    assert (
+        results[0]
+        == results[1]
+        == [
+            ("task", ERROR, "boom again"),
+            ("task", "a", "first"),
+            ("task", "b", 1),
+            ("other", "a", "other task"),
+        ]
+    )
+
+
+def test_an_unchanged_channel_is_not_sent_again(sb, namespace):
+    saver = SwitchboardSaver(sb, namespace=namespace)
+    sent = []
+    original = sb._send
+
+    def counting(request, **options):
+        sent.append((request.operation.path, len(request.content or b"")))
+        return original(request, **options)
+
+    sb._send = counting
+    big = "a large document " * 2000  # 34 KB
+    first = put(saver, "t", {"doc": big, "n": 1}, {"doc": 1, "n": 1})
+    assert sum(size for path, size in sent if path.endswith("/blobs")) > len(big)
+    sent.clear()
+    second = put(saver, "t", {"doc": big, "n": 2}, {"doc": 1, "n": 2}, parent=first, new={"n": 2})
+    assert not [path for path, _ in sent if path.endswith("/blobs")]
+    assert sum(size for _, size in sent) < 2000
+    fresh = SwitchboardSaver(Client(sb.url, sb.api_key, retry=FAST), namespace=namespace)
+    assert fresh.get_tuple(second).checkpoint["channel_values"] == {"doc": big, "n": 2}
+
+
+def test_a_checkpoint_is_an_event_an_operator_reads_and_a_fresh_process_finds_by_key(sb, namespace):
+    saver = SwitchboardSaver(sb, namespace=namespace)
+    stored = put(saver, "t", {"topic": "refund", "doc": "x" * 1000}, {"topic": 1, "doc": 1})
+    checkpoint_id = stored["configurable"]["checkpoint_id"]
+    session = sb.find_session(namespace + "t")
+    (event,) = sb.events(session.id, kind=["note"]).events
+    assert event.tier == "durable"
+    assert event.content["langgraph"] == "checkpoint"
+    assert event.content["checkpoint_id"] == checkpoint_id
+    assert event.content["metadata"] == {"source": "loop", "step": 0, "parents": {}}
+    values = event.content["values"]
+    assert set(values) == {"topic", "doc"}
+    assert len(values["doc"]["blobs"]) == 1 and "b64" in values["topic"]
+    # Its key names the checkpoint: one read by key prefix finds it.
+    found = sb.events(session.id, key_prefix=event.idempotency_key.rsplit("/c/", 1)[0])
+    assert [e.seq for e in found.events] == [event.seq]
