@@ -1,9 +1,9 @@
 """Switchboard settings: one module, every value from the environment (12-factor).
 
 With no DATABASE_URL / REDIS_URL the embedded defaults apply (a PostgreSQL server from a pip
-wheel with its data in .pgdata/, see config/embedded_postgres.py; an in-memory channel layer; a
-filesystem Celery broker), so a fresh clone runs with no services installed. Reading these
-settings starts nothing: `bash scripts/run` starts the embedded server.
+wheel with its data in .pgdata/, see config/embedded_postgres.py; a channel layer on that
+PostgreSQL's LISTEN/NOTIFY; a filesystem Celery broker), so a fresh clone runs with no services
+installed. Reading these settings starts nothing: `bash scripts/run` starts the embedded server.
 """
 
 import contextlib
@@ -216,6 +216,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "switchboard.context_processors.handoff_nav",
+                "core.context_processors.live_feed",
             ],
         },
     },
@@ -289,9 +290,31 @@ if REDIS_URL:
     }
     CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", REDIS_URL)
 else:
-    # Embedded default: one process, no services. Live updates reach browsers connected to the
-    # same server process only (the in-memory layer does not cross processes).
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # No Redis (the embedded default): live notices travel through PostgreSQL's LISTEN/NOTIFY
+    # (core/notify_layer.py), so what the Celery worker and beat change (a lapsed claim, an
+    # overdue handoff, an archived session, a retention run) reaches pages served by another
+    # process. Chosen over relaying the workers' outbox rows from the server process, which
+    # would carry outboxed events only (not a job's appended events or audit entries, nor
+    # wake an agent's long-poll) and needs a poll or a NOTIFY anyway; and over channels-postgres
+    # (a table row per member per send, a second database alias: core/notify_layer.py says
+    # why). Each send is one NOTIFY on the sender's connection; each server process holds one
+    # more connection, listening. SWITCHBOARD_CHANNEL_LAYER=memory keeps every notice in the
+    # process that made it (a database behind a pooler that cannot LISTEN, such as PgBouncer in
+    # transaction mode): pages then say they are only partly live.
+    _layer = env_str("SWITCHBOARD_CHANNEL_LAYER", "postgres")
+    if _layer == "postgres":
+        CHANNEL_LAYERS = {
+            "default": {
+                "BACKEND": "core.notify_layer.PostgresNotifyChannelLayer",
+                "CONFIG": {"database": "default"},
+            }
+        }
+    elif _layer == "memory":
+        CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    else:
+        raise ImproperlyConfigured(
+            f"SWITCHBOARD_CHANNEL_LAYER must be postgres or memory, not {_layer!r}"
+        )
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
     CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
     _broker_dir = Path(env_str("CELERY_FILESYSTEM_BROKER_DIR", str(BASE_DIR / ".celery-broker")))

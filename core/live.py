@@ -89,6 +89,12 @@ class LiveConsumer(AsyncWebsocketConsumer):
     async def other_event(self, message: dict[str, Any]) -> None:
         return None
 
+    async def live_feed_lost(self, message: dict[str, Any]) -> None:
+        """This process stopped hearing other processes' notices (core.notify_layer lost its
+        listening connection): close as "try again later", so the page says it is
+        reconnecting instead of showing a live feed that misses changes."""
+        await self.close(code=CLOSE_TRY_AGAIN_LATER)
+
     async def join(self, groups: list[str]) -> None:
         for group in groups:
             await self.channel_layer.group_add(group, self.channel_name)

@@ -148,6 +148,18 @@ class OutboxMessage(models.Model):
         return f"{self.type} #{self.pk}"
 
 
+class LiveNotice(models.Model):
+    """A live notice too large for NOTIFY's 8000 bytes (core.notify_layer, the channel layer of
+    a deployment without Redis): the notice names the row, its listeners read it, and it is
+    dropped a few minutes later by the next one stored."""
+
+    body = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"live notice #{self.pk}"
+
+
 class WebhookEndpoint(models.Model):
     """A project's URL that receives signed POSTs for the events it subscribes to.
 

@@ -19,9 +19,10 @@ from typing import Any
 
 import redis
 from asgiref.sync import SyncToAsync
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from channels_redis.pubsub import RedisPubSubChannelLayer
 from channels_redis.utils import _consistent_hash, decode_hosts
+from django.db import close_old_connections
 
 from .outage import OutageLog
 
@@ -118,18 +119,36 @@ def sends_after_response() -> Iterator[None]:
         _after_response.sends = outer
         for groups, message in held:
             send_to_groups(groups, message, wait=False)
+        if held and hasattr(get_channel_layer(), "publish_from_thread"):
+            # Those NOTIFYs took a connection again after the response gave it back: give it
+            # back once more (the PostgreSQL layer only; Redis sends use none).
+            close_old_connections()
 
 
 def _publish_or_submit(
     layer: Any, groups: list[str], message: dict[str, Any]
 ) -> concurrent.futures.Future[None] | None:
-    """Publish `message` from this thread (channels_redis's pub/sub layer: None when done), or
-    queue it on an event loop (any other layer: a future)."""
+    """Publish `message` from this thread (channels_redis's pub/sub layer, or the PostgreSQL
+    layer of a deployment without Redis: None when done), or queue it on an event loop (any
+    other layer: a future)."""
     publisher = _publisher(layer)
-    if publisher is None:
+    if publisher is not None:
+        publisher.publish(groups, message)
+        return None
+    # core.notify_layer: a NOTIFY on this thread's own database connection, in its transaction.
+    publish = getattr(layer, "publish_from_thread", None)
+    if publish is None:
         return _submit(layer, groups, message)
-    publisher.publish(groups, message)
+    publish(groups, message)
     return None
+
+
+def feed_reaches_every_process() -> bool:
+    """Whether live notices sent by any process (a Celery job, another server) reach this
+    server's websockets: false for an in-memory layer (SWITCHBOARD_CHANNEL_LAYER=memory), whose
+    pages hear only what this process does. The Live indicator says so (core.context_processors)."""
+    layer = get_channel_layer()
+    return layer is not None and not isinstance(layer, InMemoryChannelLayer)
 
 
 class _Publisher:

@@ -25,7 +25,14 @@ from django.db.models import Field, Model
 from django.db.models.sql import InsertQuery
 from psycopg.pq import Format
 
-from .models import ApiKey, OutboxMessage, Project, WebhookDelivery, WebhookEndpoint
+from .models import (
+    ApiKey,
+    LiveNotice,
+    OutboxMessage,
+    Project,
+    WebhookDelivery,
+    WebhookEndpoint,
+)
 
 
 def table(model: type[Model]) -> str:
@@ -246,6 +253,40 @@ def applied_migrations(conn: Any) -> set[tuple[str, str]]:
     with conn.cursor() as cursor:
         cursor.execute("SELECT app, name FROM django_migrations")
         return {(str(app), str(name)) for app, name in cursor.fetchall()}
+
+
+# --- Live notices without Redis (core.notify_layer) ------------------------------------------
+
+# One NOTIFY channel per database: deployments on other databases never hear each other.
+LIVE_CHANNEL = "switchboard_live"
+LISTEN_LIVE = f"LISTEN {LIVE_CHANNEL}"
+# How long a stored (oversize) notice is kept for its listeners to read it.
+LIVE_NOTICE_KEEP = "5 minutes"
+
+
+def notify_live(conn: Any, body: str) -> None:
+    """NOTIFY the live channel on Django connection `conn`: sent when its transaction commits
+    (at once in autocommit), never if it rolls back."""
+    with conn.cursor() as cursor:
+        cursor.execute("SELECT pg_notify(%s, %s)", [LIVE_CHANNEL, body])
+
+
+def notify_live_stored(conn: Any, body: str) -> None:
+    """notify_live for a body too large for NOTIFY: stored in a LiveNotice row, which the
+    notice names (`@<id>`); stored ones older than LIVE_NOTICE_KEEP are dropped meanwhile."""
+    t = table(LiveNotice)
+    with conn.cursor() as cursor:
+        cursor.execute(
+            f"WITH notice AS (INSERT INTO {t} (body, created_at) VALUES (%s, now())"
+            " RETURNING id),"
+            f" old AS (DELETE FROM {t} WHERE created_at < now() - %s::interval)"
+            " SELECT pg_notify(%s, '@' || id) FROM notice",
+            [body, LIVE_NOTICE_KEEP, LIVE_CHANNEL],
+        )
+
+
+# Read by a listener on its own psycopg connection.
+STORED_LIVE_NOTICE = f"SELECT body FROM {LiveNotice._meta.db_table} WHERE id = %s"
 
 
 # --- Webhooks -------------------------------------------------------------------------------
