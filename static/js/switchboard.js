@@ -108,12 +108,13 @@
     });
   });
 
-  // Websocket status dot.
+  // Websocket status dot. A dot marked data-live-partial (the server hears only its own
+  // changes: templates/_live_status.html) never claims to be live; its title says why.
   document.addEventListener("htmx:wsOpen", function () {
-    document.querySelectorAll(".live-dot").forEach(function (d) { d.classList.add("on"); d.title = "Live"; });
+    document.querySelectorAll(".live-dot:not([data-live-partial])").forEach(function (d) { d.classList.add("on"); d.title = "Live"; });
   });
   document.addEventListener("htmx:wsClose", function () {
-    document.querySelectorAll(".live-dot").forEach(function (d) { d.classList.remove("on"); d.title = "Reconnecting…"; });
+    document.querySelectorAll(".live-dot:not([data-live-partial])").forEach(function (d) { d.classList.remove("on"); d.title = "Reconnecting…"; });
   });
 
   // <button data-copy="ID"> copies the text of #ID (a new API key's secret) to the clipboard.
