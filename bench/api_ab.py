@@ -147,8 +147,10 @@ def summarise_profile(files: list[Path], top: int = 28) -> None:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--baseline-root", type=Path, required=True)
-    p.add_argument("--db", default="switchboard_bench_ab")
+    p.add_argument(
+        "--baseline-root", type=Path, help="the other checkout (required but in a smoke run: this)"
+    )
+    p.add_argument("--db", default=ib.scratch_name("switchboard_bench_ab"))
     p.add_argument("--events", type=int, default=20000, help="size of the read session")
     p.add_argument("--rounds", type=int, default=6)
     p.add_argument("--n", type=int, default=60, help="requests per operation per round")
@@ -174,18 +176,26 @@ def main() -> int:
         metavar="NAME=VALUE",
         help="environment of the new server only (e.g. SWITCHBOARD_WSGI_THREADS=4)",
     )
+    ib.add_smoke_flag(p)
     args = p.parse_args()
+    # A smoke run measures this checkout against itself.
+    ib.smoke(
+        args,
+        baseline_root=args.baseline_root or ROOT,
+        events=500,
+        rounds=1,
+        n=3,
+        fleet_seconds=0.5,
+        fleet_repeats=1,
+        workers=1,
+    )
+    if args.baseline_root is None:
+        p.error("--baseline-root is required")
     roots = {"base": args.baseline_root.resolve(), "new": ROOT}
 
     ib.log(f"recreating database {args.db}")
-    ib.recreate_database(args.db)
+    ib.scratch_database(args.db, ib.server_env(args.db))
     os.environ.update(ib.server_env(args.db))
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-        cwd=ROOT,
-        env=ib.server_env(args.db),
-        check=True,
-    )
     import django
 
     django.setup()
@@ -242,7 +252,15 @@ def main() -> int:
                 os.environ.update(saved)
         for label, srv in servers.items():
             srv.wait_ready(key, f"/api/v1/sessions/{read_sid}")
-            ib.warm_up(srv.port, key, factory, new_session("warm"), read_sid, args.workers)
+            ib.warm_up(
+                srv.port,
+                key,
+                factory,
+                new_session("warm"),
+                read_sid,
+                args.workers,
+                3 if args.smoke else 30,
+            )
             ib.log(f"{label}: {roots[label]} on port {srv.port}")
 
         ops = ["single", "batch100", "last50", "slice1000", "state", "fork"]
@@ -258,7 +276,7 @@ def main() -> int:
         for r in range(0 if args.fleet_only else args.rounds):
             order = list(servers) if r % 2 == 0 else list(servers)[::-1]
             ats = [rng.randint(1, head) for _ in range(args.n)]
-            afters = [rng.randint(0, head - 1000) for _ in range(max(1, args.n // 5))]
+            afters = [rng.randint(0, max(0, head - 1000)) for _ in range(max(1, args.n // 5))]
             forks = [rng.randint(1, head) for _ in range(max(1, args.n // 3))]
             nb = len(batches) // args.rounds
             for lb in order:

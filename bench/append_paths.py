@@ -5,9 +5,10 @@
     .venv/bin/python bench/append_paths.py --appends 5000 --rounds 10
     .venv/bin/python bench/append_paths.py --send redis       # keep the real live send
 
-It measures the code of the checkout it sits in (copy it into an older checkout to measure
-that one; it runs on both layouts: core.actors / core.services.projects after the apps were
-reshaped, sessions_app.actors / sessions_app.services.projects before). In one process:
+It measures the code of the checkout it sits in (copy it with bench/_common.py into an older
+checkout to measure that one; it runs on both layouts: core.actors / core.services.projects
+after the apps were reshaped, sessions_app.actors / sessions_app.services.projects before).
+In one process:
 
 1. Drops and recreates a scratch database (default `switchboard_bench_append`) on the local
    PostgreSQL (127.0.0.1:5432, user postgres) and migrates it with this checkout's manage.py.
@@ -53,8 +54,17 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (  # noqa: E402
+    add_smoke_flag,
+    pg_connect,
+    pg_url,
+    scratch_database,
+    scratch_name,
+    smoke,
+)
+
 ROOT = Path(__file__).resolve().parent.parent
-PG_HOST, PG_PORT, PG_USER = "127.0.0.1", 5432, "postgres"
 SECRET_KEY = "bench-only-secret-key-not-for-production-0123456789"
 RAW_COLUMNS = (
     "session_id",
@@ -103,20 +113,6 @@ def summary(rounds: list[list[tuple[float, float]]], events_per_call: int = 1) -
 
 def log(message: str) -> None:
     print(f"  · {message}", file=sys.stderr, flush=True)
-
-
-def pg_connect(db: str, autocommit: bool = False):  # type: ignore[no-untyped-def]
-    import psycopg
-
-    return psycopg.connect(
-        host=PG_HOST, port=PG_PORT, user=PG_USER, dbname=db, autocommit=autocommit
-    )
-
-
-def recreate_database(db: str) -> None:
-    with pg_connect("postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{db}"')
 
 
 def loadavg() -> str:
@@ -314,7 +310,9 @@ def main() -> int:
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--db", default="switchboard_bench_append", help="scratch database (dropped and recreated)"
+        "--db",
+        default=scratch_name("switchboard_bench_append"),
+        help="scratch database (dropped and recreated)",
     )
     parser.add_argument("--appends", type=int, default=2000, help="single appends (and raw rows)")
     parser.add_argument("--batches", type=int, default=200, help="batches of 100")
@@ -324,12 +322,13 @@ def main() -> int:
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--seed", type=int, default=7)
+    add_smoke_flag(parser)
     args = parser.parse_args()
+    smoke(args, appends=20, batches=3, lifecycle=5, rounds=1)
 
     log(f"database {args.db}: recreate and migrate ({ROOT})")
-    recreate_database(args.db)
     env = {
-        "DATABASE_URL": f"postgres://{PG_USER}@{PG_HOST}:{PG_PORT}/{args.db}",
+        "DATABASE_URL": pg_url(args.db),
         "DJANGO_SETTINGS_MODULE": "config.settings",
         "DEBUG": "false",
         "SECRET_KEY": SECRET_KEY,
@@ -341,12 +340,7 @@ def main() -> int:
         os.environ["REDIS_URL"] = args.redis_url
     else:
         os.environ.pop("REDIS_URL", None)
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--verbosity", "0"],
-        cwd=ROOT,
-        env=dict(os.environ),
-        check=True,
-    )
+    scratch_database(args.db)
 
     sys.path.insert(0, str(ROOT))
     import django

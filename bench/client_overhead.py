@@ -26,7 +26,6 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -53,25 +52,20 @@ def measure(call: Callable[[], Any], n: int) -> tuple[list[float], float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--db", default="switchboard_bench_client")
+    parser.add_argument("--db", default=ib.scratch_name("switchboard_bench_client"))
     parser.add_argument("--calls", type=int, default=300, help="calls per variant per round")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--warmup", type=int, default=200)
     parser.add_argument("--seed", type=int, default=7)
+    ib.add_smoke_flag(parser)
     args = parser.parse_args()
+    ib.smoke(args, calls=10, rounds=1, warmup=5)
     random.seed(args.seed)
     (ROOT / "bench" / "results").mkdir(parents=True, exist_ok=True)
 
     ib.log(f"recreating database {args.db} and migrating")
-    ib.recreate_database(args.db)
     env = ib.server_env(args.db)
-    # --skip-checks: the schema is all this needs; the system checks are scripts/checks' job.
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput", "--skip-checks", "-v", "0"],
-        cwd=ROOT,
-        env=env,
-        check=True,
-    )
+    ib.scratch_database(args.db, env)
     os.environ.update(env)
     sys.path.insert(0, str(ROOT))
     import django

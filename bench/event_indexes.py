@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
-import subprocess
 import sys
 import time
 import uuid
@@ -71,20 +70,16 @@ def make_tables(conn: Any) -> dict[str, str]:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--db", default="switchboard_bench_indexes")
+    p.add_argument("--db", default=ib.scratch_name("switchboard_bench_indexes"))
     p.add_argument("--batches", type=int, default=80, help="batches of 100 per table")
     p.add_argument("--rounds", type=int, default=4)
+    ib.add_smoke_flag(p)
     args = p.parse_args()
+    ib.smoke(args, batches=3, rounds=1)
 
     ib.log(f"recreating database {args.db}")
-    ib.recreate_database(args.db)
     env = ib.server_env(args.db)
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-        cwd=ib.ROOT,
-        env=env,
-        check=True,
-    )
+    ib.scratch_database(args.db, env)
     import os
 
     os.environ.update(env)

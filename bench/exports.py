@@ -214,7 +214,7 @@ def main() -> int:
         default=None,
         help="SWITCHBOARD_EXPORTS_PER_PROJECT for the server (default: the product's, 2)",
     )
-    p.add_argument("--db", default="switchboard_bench_exports")
+    p.add_argument("--db", default=ingest.scratch_name("switchboard_bench_exports"))
     p.add_argument("--workers", type=int, default=ingest.DEFAULT_WORKERS)
     p.add_argument("--seed", type=int, default=7)
     p.add_argument(
@@ -223,7 +223,9 @@ def main() -> int:
         default=ROOT,
         help="run the server from this checkout (same schema): before/after figures",
     )
+    ingest.add_smoke_flag(p)
     args = p.parse_args()
+    ingest.smoke(args, quick=True, events=2_000, appends=10, rounds=1, exports=2)
     ingest.SERVER_ROOT = args.server_root.resolve()
     n_events = args.events or (50_000 if args.quick else 300_000)
     n_appends = args.appends or (200 if args.quick else 400)
@@ -232,17 +234,11 @@ def main() -> int:
     (HERE / "results").mkdir(exist_ok=True)
     started_at = dt.datetime.now(dt.UTC).replace(microsecond=0)
     ingest.log(f"recreating database {args.db} and migrating")
-    ingest.recreate_database(args.db)
     env = ingest.server_env(args.db)
     if args.slots is not None:
         env["SWITCHBOARD_EXPORTS_PER_PROJECT"] = str(args.slots)
+    ingest.scratch_database(args.db, env)
     os.environ.update(env)
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-        cwd=ROOT,
-        env=env,
-        check=True,
-    )
     sys.path.insert(0, str(ROOT))
     import django
 

@@ -6,6 +6,7 @@
 # package cache <= 180 s, fresh clone with a warm cache <= 45 s, second run <= 15 s).
 #
 #   bash bench/first_run.sh [--cold] [REF] [PORT]
+#   bash bench/first_run.sh --smoke    # the first run only (what CI runs: tests/test_benches.py)
 #
 # REF: a commit of this repository (default HEAD). PORT: default a free one the kernel picks
 # (never 8000). --cold points every package cache (uv's, pip's, XDG_CACHE_HOME, where the
@@ -15,8 +16,13 @@
 # socket in the clone, no TCP port); it is stopped when the run is, and again on the way out.
 set -euo pipefail
 cold=0
+smoke=0
 if [ "${1:-}" = --cold ]; then
     cold=1
+    shift
+fi
+if [ "${1:-}" = --smoke ]; then
+    smoke=1
     shift
 fi
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -71,6 +77,7 @@ run_once() {
     echo "$label run: sign-in page answered $code after $(elapsed "$start" "$(now)") s"
     if [ "$code" != 200 ]; then
         tail -n 20 "$dir/run-$label.log" >&2
+        failed=1
     fi
     stop_start=$(now)
     kill -INT -- "-$run_pid" 2>/dev/null || true
@@ -84,5 +91,11 @@ run_once() {
 }
 
 echo "commit $(git rev-parse --short HEAD), port $port, $([ "$cold" = 1 ] && echo cold || echo warm) package cache, load $(cut -d' ' -f1-3 /proc/loadavg)"
+failed=0
 run_once first
+# A smoke run stops here (the first run goes through every step of the script), and fails when
+# the page never answered: nothing else would catch that.
+if [ "$smoke" = 1 ]; then
+    exit "$failed"
+fi
 run_once second

@@ -42,6 +42,9 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as common  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 SECRET_KEY = "bench-only-secret-key-not-for-production-0123456789"
 METRICS_TOKEN = "bench-only-metrics-token"
@@ -77,14 +80,7 @@ def env_for(db_url: str, redis_url: str) -> dict[str, str]:
 
 
 def setup(db_name: str, env: dict[str, str], polls: int) -> tuple[str, str, list[str]]:
-    import psycopg
-
-    with psycopg.connect("host=127.0.0.1 user=postgres dbname=postgres", autocommit=True) as c:
-        c.execute(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)')
-        c.execute(f'CREATE DATABASE "{db_name}"')
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True
-    )
+    common.scratch_database(db_name, env)
     script = f"""
 import django; django.setup()
 from core.actors import Actor
@@ -194,9 +190,7 @@ def connections(db_name: str) -> str:
     """Open connections to the scratch database: all of them / those not idle (the pool keeps
     idle ones open; a connection held by a waiting request would sit 'idle in transaction' or
     be missing from the pool: appends would then wait for one)."""
-    import psycopg
-
-    with psycopg.connect("host=127.0.0.1 user=postgres dbname=postgres", autocommit=True) as c:
+    with common.pg_connect("postgres", autocommit=True) as c:
         row = c.execute(
             "SELECT count(*), count(*) FILTER (WHERE state <> 'idle') FROM pg_stat_activity"
             " WHERE datname = %s",
@@ -210,13 +204,15 @@ def main() -> None:
     parser.add_argument("--polls", type=int, default=200)
     parser.add_argument("--appends", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--db", default="switchboard_bench_handoffs")
+    parser.add_argument("--db", default=common.scratch_name("switchboard_bench_handoffs"))
     parser.add_argument("--redis", default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/3"))
+    common.add_smoke_flag(parser)
     args = parser.parse_args()
+    common.smoke(args, polls=10, appends=10, rounds=1)
 
     import httpx
 
-    db_url = f"postgres://postgres@127.0.0.1:5432/{args.db}"
+    db_url = common.pg_url(args.db)
     env = env_for(db_url, args.redis)
     key, session_id, ids = setup(args.db, env, args.polls)
     port = free_port()

@@ -16,10 +16,12 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common as common  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,23 +35,18 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--open", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=50)
-    parser.add_argument("--db", default="switchboard_bench_handoff_queue")
+    parser.add_argument("--db", default=common.scratch_name("switchboard_bench_handoff_queue"))
+    common.add_smoke_flag(parser)
     args = parser.parse_args()
+    common.smoke(args, open=200, repeat=3)
 
-    import psycopg
-
-    with psycopg.connect("host=127.0.0.1 user=postgres dbname=postgres", autocommit=True) as c:
-        c.execute(f'DROP DATABASE IF EXISTS "{args.db}" WITH (FORCE)')
-        c.execute(f'CREATE DATABASE "{args.db}"')
     os.environ.update(
-        DATABASE_URL=f"postgres://postgres@127.0.0.1:5432/{args.db}",
+        DATABASE_URL=common.pg_url(args.db),
         REDIS_URL="",
         DJANGO_SETTINGS_MODULE="config.settings",
         LOG_LEVEL="WARNING",
     )
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=os.environ, check=True
-    )
+    common.scratch_database(args.db)
     sys.path.insert(0, str(ROOT))
     import django
 

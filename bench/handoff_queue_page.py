@@ -40,7 +40,7 @@ for path in (str(BENCH), str(ROOT)):
 import dashboard as dash  # noqa: E402  (server, sampler, sign-in)
 import ingest as ib  # noqa: E402
 
-DEFAULT_DB = "switchboard_bench_handoffq_page"
+DEFAULT_DB = ib.scratch_name("switchboard_bench_handoffq_page")
 KINDS = ["approval", "approval", "question", "question", "takeover", "budget"]
 REASONS = [
     "Approve a refund over $500?",
@@ -148,19 +148,15 @@ def main() -> int:
     parser.add_argument("--per-round", type=int, default=20)
     parser.add_argument("--db", default=DEFAULT_DB)
     parser.add_argument("--seed", type=int, default=11)
+    ib.add_smoke_flag(parser)
     args = parser.parse_args()
+    ib.smoke(args, open=100, resolved=50, rounds=1, per_round=2)
 
     import httpx
-    import psycopg
 
-    with psycopg.connect("host=127.0.0.1 user=postgres dbname=postgres", autocommit=True) as c:
-        c.execute(f'DROP DATABASE IF EXISTS "{args.db}" WITH (FORCE)')
-        c.execute(f'CREATE DATABASE "{args.db}"')
     env = dash.dash_env(args.db)
     os.environ.update(env)
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True
-    )
+    ib.scratch_database(args.db, env)
     # DEBUG=false serves static files from collectstatic's manifest (as scripts/run does).
     subprocess.run(
         [sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"],

@@ -340,7 +340,8 @@ def server_env(db: str, *, redis: bool = True) -> dict[str, str]:
             "SECRET_KEY": SECRET_KEY,
             "DJANGO_SETTINGS_MODULE": "config.settings",
             "LOG_LEVEL": "WARNING",
-            "CACHE_KEY_PREFIX": "switchboard-bench",
+            # Per scratch database: ids restart at 1 in each, and benches may run side by side.
+            "CACHE_KEY_PREFIX": f"switchboard-bench-{db}",
             # One key drives the whole load: a limit far above it keeps the per-request count
             # (its real cost) without ever answering 429.
             "SWITCHBOARD_API_RATE_PER_MINUTE": "1000000000",
@@ -1395,7 +1396,12 @@ def fleet(jobs: list[dict[str, Any]], seconds: float, warm: float = 3.0) -> dict
 
 
 def fleet_http(
-    port: int, key: str, sids: list[str] | list[None], bodies: list[bytes], seconds: float
+    port: int,
+    key: str,
+    sids: list[str] | list[None],
+    bodies: list[bytes],
+    seconds: float,
+    warm: float = 3.0,
 ) -> dict[str, Any]:
     per = len(sids) // FLEET_CLIENT_PROCESSES
     jobs = [
@@ -1408,17 +1414,19 @@ def fleet_http(
         }
         for i in range(FLEET_CLIENT_PROCESSES)
     ]
-    return fleet(jobs, seconds)
+    return fleet(jobs, seconds, warm)
 
 
-def fleet_raw(db: str, events: list[dict[str, Any]], seconds: float, mode: str) -> dict[str, Any]:
+def fleet_raw(
+    db: str, events: list[dict[str, Any]], seconds: float, mode: str, warm: float = 3.0
+) -> dict[str, Any]:
     rows = [raw_row(uuid.UUID(int=0), i + 1, ev) for i, ev in enumerate(events)]
     per = FLEET_AGENTS // FLEET_CLIENT_PROCESSES
     jobs = [
         {"kind": "raw", "db": db, "events": rows, "agents": per, "mode": mode}
         for _ in range(FLEET_CLIENT_PROCESSES)
     ]
-    return fleet(jobs, seconds)
+    return fleet(jobs, seconds, warm)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1746,10 +1754,16 @@ def render(results: dict[str, Any]) -> str:
 
 
 def warm_up(
-    port: int, key: str, factory: ContentFactory, warm_sid: str, read_sid: str, workers: int
+    port: int,
+    key: str,
+    factory: ContentFactory,
+    warm_sid: str,
+    read_sid: str,
+    workers: int,
+    appends: int = 30,
 ) -> None:
     """Every worker process (connections spread over them), every endpoint measured."""
-    warm = append_bodies(factory, 30, seed=1)
+    warm = append_bodies(factory, appends, seed=1)
     for _ in range(max(2, workers * 3)):
         c = HttpConn(port, key)
         for body in warm:
@@ -1840,6 +1854,7 @@ def main() -> int:
         sizes="100,1000",
         matrix=False,
         fleet_seconds=0.5,
+        workers=1,
     )
     global SERVER_ROOT
     SERVER_ROOT = args.server_root.resolve()
@@ -1855,6 +1870,8 @@ def main() -> int:
     ]
     matrix = (not quick) if args.matrix is None else args.matrix
     fleet_seconds = args.fleet_seconds or (5.0 if quick else 10.0)
+    fleet_warm = 1.0 if args.smoke else 3.0  # before the fleet's window: spawn and connect
+    warm_appends = 3 if args.smoke else 30
     big = max(sizes)
 
     (ROOT / "bench" / "results").mkdir(parents=True, exist_ok=True)
@@ -1997,7 +2014,15 @@ def main() -> int:
         )
         servers.append(server)
         server.wait_ready(api_key, f"/api/v1/sessions/{read_sid}")
-        warm_up(port, api_key, factory, str(new_session("warm-up")), str(read_sid), args.workers)
+        warm_up(
+            port,
+            api_key,
+            factory,
+            str(new_session("warm-up")),
+            str(read_sid),
+            args.workers,
+            warm_appends,
+        )
 
         def meter() -> CpuMeter:
             return CpuMeter(server, conn, args.db)
@@ -2062,19 +2087,25 @@ def main() -> int:
         fbodies = append_bodies(factory, 200, seed=400)
         warm_requests = FLEET_WARM_REQUESTS * FLEET_AGENTS
         with meter() as m:
-            results["fleet_api"] = fleet_http(port, api_key, fleet_sids, fbodies, fleet_seconds)
+            results["fleet_api"] = fleet_http(
+                port, api_key, fleet_sids, fbodies, fleet_seconds, fleet_warm
+            )
         results["fleet_api"]["cpu"] = m.per_request(results["fleet_api"]["n"] + warm_requests)
         # The same clients on GET /healthz: no endpoint of this stack can serve more.
         no_sessions: list[None] = [None] * FLEET_AGENTS
         with meter() as m:
-            results["fleet_ceiling"] = fleet_http(port, "", no_sessions, [b""], fleet_seconds)
+            results["fleet_ceiling"] = fleet_http(
+                port, "", no_sessions, [b""], fleet_seconds, fleet_warm
+            )
         results["fleet_ceiling"]["cpu"] = m.per_request(
             results["fleet_ceiling"]["n"] + warm_requests
         )
         fevents = [factory.api_event(random.Random(6), i) for i in range(2000)]
-        results["fleet_raw"] = fleet_raw(args.db, fevents, fleet_seconds, "autocommit")
-        results["fleet_raw_alloc"] = fleet_raw(args.db, fevents, fleet_seconds, "alloc")
-        results["fleet_raw_alloc1"] = fleet_raw(args.db, fevents, fleet_seconds, "alloc1")
+        results["fleet_raw"] = fleet_raw(args.db, fevents, fleet_seconds, "autocommit", fleet_warm)
+        results["fleet_raw_alloc"] = fleet_raw(args.db, fevents, fleet_seconds, "alloc", fleet_warm)
+        results["fleet_raw_alloc1"] = fleet_raw(
+            args.db, fevents, fleet_seconds, "alloc1", fleet_warm
+        )
         server.stop()
         servers.remove(server)
 
@@ -2120,7 +2151,15 @@ def main() -> int:
             servers.append(srv)
             log(f"setup: {srv.label}")
             srv.wait_ready(api_key, f"/api/v1/sessions/{read_sid}")
-            warm_up(port, api_key, factory, str(new_session("warm-up")), str(read_sid), workers)
+            warm_up(
+                port,
+                api_key,
+                factory,
+                str(new_session("warm-up")),
+                str(read_sid),
+                workers,
+                warm_appends,
+            )
             sid = str(new_session(f"matrix {srv.label}"))
             c = HttpConn(port, api_key)
             path = f"/api/v1/sessions/{sid}/events"

@@ -30,7 +30,6 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -170,21 +169,17 @@ def read_back(client: Any, session_id: str) -> list[bytes]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--db", default="switchboard_bench_thread")
+    parser.add_argument("--db", default=ib.scratch_name("switchboard_bench_thread"))
     parser.add_argument("--turns", type=int, default=5000)
     parser.add_argument("--seed", type=int, default=7)
+    ib.add_smoke_flag(parser)
     args = parser.parse_args()
+    ib.smoke(args, turns=30)
 
     (ROOT / "bench" / "results").mkdir(parents=True, exist_ok=True)
     ib.log(f"recreating database {args.db} and migrating")
-    ib.recreate_database(args.db)
     env = ib.server_env(args.db)
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput", "--skip-checks", "-v", "0"],
-        cwd=ROOT,
-        env=env,
-        check=True,
-    )
+    ib.scratch_database(args.db, env)
     os.environ.update(env)
     sys.path.insert(0, str(ROOT))
     import django

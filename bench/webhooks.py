@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,21 +31,17 @@ import ingest as ib  # noqa: E402  (database set-up helpers)
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--db", default="switchboard_bench_webhooks")
+    parser.add_argument("--db", default=ib.scratch_name("switchboard_bench_webhooks"))
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--n", type=int, default=400, help="transitions per mode per round")
+    ib.add_smoke_flag(parser)
     args = parser.parse_args()
+    ib.smoke(args, rounds=1, n=20)
 
-    ib.recreate_database(args.db)
     env = ib.server_env(args.db, redis=False)
     env["CELERY_BROKER_URL"] = "memory://"
+    ib.scratch_database(args.db, env)
     os.environ.update(env)
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-        cwd=ROOT,
-        env=env,
-        check=True,
-    )
     import django
 
     django.setup()
