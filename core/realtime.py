@@ -24,6 +24,7 @@ from channels_redis.pubsub import RedisPubSubChannelLayer
 from channels_redis.utils import _consistent_hash, decode_hosts
 from django.db import close_old_connections
 
+from .notify_layer import PostgresNotifyChannelLayer
 from .outage import OutageLog
 
 logger = logging.getLogger(__name__)
@@ -119,7 +120,7 @@ def sends_after_response() -> Iterator[None]:
         _after_response.sends = outer
         for groups, message in held:
             send_to_groups(groups, message, wait=False)
-        if held and hasattr(get_channel_layer(), "publish_from_thread"):
+        if held and isinstance(get_channel_layer(), PostgresNotifyChannelLayer):
             # Those NOTIFYs took a connection again after the response gave it back: give it
             # back once more (the PostgreSQL layer only; Redis sends use none).
             close_old_connections()
@@ -135,12 +136,13 @@ def _publish_or_submit(
     if publisher is not None:
         publisher.publish(groups, message)
         return None
-    # core.notify_layer: a NOTIFY on this thread's own database connection, in its transaction.
-    publish = getattr(layer, "publish_from_thread", None)
-    if publish is None:
-        return _submit(layer, groups, message)
-    publish(groups, message)
-    return None
+    if isinstance(layer, PostgresNotifyChannelLayer):
+        # A NOTIFY on this thread's own database connection, in its transaction. (Checked by
+        # class: channels_redis's pub/sub layer answers any attribute through its loop's layer,
+        # and raises outside a loop.)
+        layer.publish_from_thread(groups, message)
+        return None
+    return _submit(layer, groups, message)
 
 
 def feed_reaches_every_process() -> bool:
