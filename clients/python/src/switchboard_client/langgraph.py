@@ -30,11 +30,13 @@ Imports the client and LangGraph only (`pip install switchboard-client[langgraph
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import hashlib
 import json
 import random
 import re
+import time
 from base64 import b64decode, b64encode
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Sequence
@@ -62,7 +64,14 @@ from ._async_client import AsyncClient
 from ._sync_client import Client
 from .errors import Conflict, NotFound, SwitchboardError
 
-__all__ = ["SwitchboardSaver"]
+__all__ = [
+    "HandoffNotAnswered",
+    "SwitchboardSaver",
+    "arun_with_handoffs",
+    "handoff_for",
+    "resume_value",
+    "run_with_handoffs",
+]
 
 T = TypeVar("T")
 
@@ -79,6 +88,8 @@ MAX_PIECES = 16
 BLOB_PIECE = 256 * 1024
 # Events per append when writing many (deletion notes): well within the body limit.
 APPEND_BATCH = 500
+# Seconds between asks while the session's last handoff is answered but not yet handed back.
+HANDBACK_POLL = 0.5
 # Bytes of blob contents kept in memory (content-addressed: never stale).
 CACHE_BYTES = 64 * 1024 * 1024
 
@@ -1053,3 +1064,202 @@ def _config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
             "checkpoint_id": checkpoint_id,
         }
     }
+
+
+# --- interrupt() as a handoff ------------------------------------------------------------------
+
+
+class HandoffNotAnswered(SwitchboardError):
+    """The handoff an interrupt asked for ended without an answer (cancelled, expired, taken
+    over, closed) or is still waiting when the run's `timeout` is up: `.handoff` says which."""
+
+    def __init__(self, handoff: m.Handoff) -> None:
+        super().__init__(
+            f"handoff {handoff.id} is {handoff.status}: the run cannot resume without an answer",
+            code="handoff_not_answered",
+            detail={"handoff_id": handoff.id, "status": handoff.status},
+        )
+        self.handoff = handoff
+
+
+def handoff_for(value: Any) -> tuple[m.HandoffKind, m.JsonObject, str]:
+    """The handoff (kind, payload, reason) an interrupt's value asks for:
+
+    - Agent Inbox's HumanInterrupt (`{"action_request": {"action", "args"}, "config": {...},
+      "description"}`, langgraph.prebuilt.interrupt): an approval with that payload;
+    - a dict with a `"question"` string (and `"choices"`): a question with that payload;
+    - anything else: a question whose text is the value (a string) or its JSON, with the value
+      kept under `"value"` when it is JSON.
+    """
+    if isinstance(value, dict) and isinstance(value.get("action_request"), dict):
+        payload = {
+            "action_request": value["action_request"],
+            "config": value.get("config") or {},
+            "description": value.get("description") or "",
+        }
+        return "approval", payload, payload["description"] or "The agent asks for approval."
+    if isinstance(value, dict) and isinstance(value.get("question"), str):
+        return "question", dict(value), value["question"]
+    plain = _as_json(value)
+    if isinstance(value, str):
+        text = value
+    elif plain is not None:
+        text = json.dumps(plain, ensure_ascii=False)
+    else:
+        text = repr(value)
+    payload = {"question": text[:10_000]}
+    if plain is not None and not isinstance(value, str):
+        payload["value"] = plain
+    return "question", payload, "The agent asks a person."
+
+
+def resume_value(handoff: m.Handoff) -> Any:
+    """What `interrupt()` returns in the resumed graph, from the person's answer: a
+    question's text; for an approval, Agent Inbox's HumanResponse (`{"type": "accept" |
+    "edit" | "response" | "ignore", "args": ...}`)."""
+    answer = handoff.answer or {}
+    kind = answer.get("type")
+    if handoff.kind == "question":
+        return answer.get("text")
+    if kind == "accept":
+        return {"type": "accept", "args": None}
+    if kind == "edit":
+        return {"type": "edit", "args": {"action": answer.get("action"), "args": answer["args"]}}
+    if kind == "respond":
+        return {"type": "response", "args": answer.get("text")}
+    return {"type": "ignore", "args": None}
+
+
+def run_with_handoffs(
+    graph: Any,
+    input: Any,
+    config: RunnableConfig,
+    *,
+    client: Client | AsyncClient | None = None,
+    timeout: float | None = None,
+    poll: int = 30,
+    to_handoff: Callable[[Any], tuple[m.HandoffKind, m.JsonObject, str]] = handoff_for,
+    to_resume: Callable[[m.Handoff], Any] = resume_value,
+    **invoke_options: Any,
+) -> Any:
+    """`graph.invoke(input, config)`; each time the run stops at `interrupt()`, a person is
+    asked through a Switchboard handoff on the thread's session (handoff_for: the interrupt's
+    value becomes the question or the approval), the answer is awaited (long-poll), and the
+    run goes on with `Command(resume=...)` (resume_value). Returns the run's last result.
+
+    `graph` is compiled with a SwitchboardSaver; `client` defaults to the saver's. Each
+    handoff's idempotency key is the interrupt's id: a process restarted while waiting asks
+    nothing twice, and an answer given meanwhile is found at once. Raises HandoffNotAnswered
+    when a handoff ends without an answer or `timeout` (seconds per handoff) passes; `poll`
+    is each long-poll's wait (seconds, at most 60). Other keyword arguments go to invoke.
+    """
+    saver = _saver_of(graph)
+    flow = _handoff_flow(saver, input, config, (timeout, poll), to_handoff, to_resume)
+    sb = sync_client(client) if client is not None else saver.client
+    targets = {"graph": graph, "client": sb, "": time}
+    try:
+        request = next(flow)
+        while True:
+            target, _, name = request.method.rpartition(".")
+            try:
+                result = getattr(targets[target], name)(
+                    *request.args, **(invoke_options if name == "invoke" else {}), **request.kwargs
+                )
+            except SwitchboardError as error:
+                request = flow.throw(error)
+            else:
+                request = flow.send(result)
+    except StopIteration as stop:
+        return stop.value
+
+
+async def arun_with_handoffs(
+    graph: Any,
+    input: Any,
+    config: RunnableConfig,
+    *,
+    client: Client | AsyncClient | None = None,
+    timeout: float | None = None,
+    poll: int = 30,
+    to_handoff: Callable[[Any], tuple[m.HandoffKind, m.JsonObject, str]] = handoff_for,
+    to_resume: Callable[[m.Handoff], Any] = resume_value,
+    **invoke_options: Any,
+) -> Any:
+    """run_with_handoffs with `graph.ainvoke` and the async client."""
+    saver = _saver_of(graph)
+    flow = _handoff_flow(saver, input, config, (timeout, poll), to_handoff, to_resume)
+    sb = async_client(client) if client is not None else saver.aclient
+    targets = {"graph": graph, "client": sb, "": asyncio}
+    try:
+        request = next(flow)
+        while True:
+            target, _, name = request.method.rpartition(".")
+            method = getattr(targets[target], "a" + name if target == "graph" else name)
+            options = invoke_options if name == "invoke" else {}
+            try:
+                result = await method(*request.args, **options, **request.kwargs)
+            except SwitchboardError as error:
+                request = flow.throw(error)
+            else:
+                request = flow.send(result)
+    except StopIteration as stop:
+        return stop.value
+
+
+def _saver_of(graph: Any) -> SwitchboardSaver:
+    saver = getattr(graph, "checkpointer", None)
+    if not isinstance(saver, SwitchboardSaver):
+        raise TypeError("run_with_handoffs needs a graph compiled with a SwitchboardSaver")
+    return saver
+
+
+def _handoff_flow(
+    saver: SwitchboardSaver,
+    input: Any,
+    config: RunnableConfig,
+    waiting: tuple[float | None, int],
+    to_handoff: Callable[[Any], tuple[m.HandoffKind, m.JsonObject, str]],
+    to_resume: Callable[[m.Handoff], Any],
+) -> Plan[Any]:
+    """The run as calls to the graph ("graph.…") and the client ("client.…")."""
+    from langgraph.types import Command
+
+    result = yield _call("graph.invoke", input, config)
+    while True:
+        state = yield _call("graph.get_state", config)
+        interrupts = [i for task in state.tasks for i in task.interrupts]
+        if not interrupts:
+            return result
+        external_id = saver.external_id(config["configurable"]["thread_id"])
+        session: m.SessionListItem | None = yield _call("client.find_session", external_id)
+        if session is None:
+            raise ValueError(f"no session holds the thread {external_id!r}")
+        answers: dict[str, Any] = {}
+        # One at a time: a session has one open handoff at most.
+        for interrupt in interrupts:
+            kind, payload, reason = to_handoff(interrupt.value)
+            asked: m.Handoff | None = None
+            while asked is None:
+                try:
+                    asked = yield _call(
+                        "client.request_handoff",
+                        session.id,
+                        kind,
+                        reason=reason[:1000],
+                        payload=payload,
+                        idempotency_key=f"langgraph-interrupt-{interrupt.id}",
+                    )
+                except Conflict as error:
+                    # The person answered the last one and has not handed the session back
+                    # yet (the run went on with the answer meanwhile): ask when they have.
+                    if error.code != "handoff_already_open":
+                        raise
+                    yield _call("sleep", HANDBACK_POLL)
+            done: m.Handoff = yield _call(
+                "client.wait_handoff", asked.id, timeout=waiting[0], poll=waiting[1]
+            )
+            if done.status != "answered":
+                raise HandoffNotAnswered(done)
+            answers[interrupt.id] = to_resume(done)
+        resume = answers if len(interrupts) > 1 else answers[interrupts[0].id]
+        result = yield _call("graph.invoke", Command(resume=resume), config)

@@ -10,8 +10,6 @@ from langgraph.checkpoint.conformance.capabilities import ALL_CAPABILITIES
 from switchboard_client import AsyncClient, RetryPolicy
 from switchboard_client.langgraph import SwitchboardSaver
 
-FAST = RetryPolicy(max_retries=2, backoff=0.05, max_backoff=0.2)
-
 # Tests per capability in langgraph-checkpoint-conformance 0.0.2 (its ALL_*_TESTS lists).
 EXPECTED = {
     "put": 17,
@@ -25,9 +23,9 @@ EXPECTED = {
 }
 
 
-def run_conformance(url: str, key: str):
+def run_conformance(url: str, key: str, retry: RetryPolicy):
     async def scenario():
-        async with AsyncClient(url, key, retry=FAST) as client:
+        async with AsyncClient(url, key, retry=retry) as client:
 
             @checkpointer_test(name="SwitchboardSaver")
             async def saver():
@@ -41,9 +39,9 @@ def run_conformance(url: str, key: str):
 
 
 def test_the_saver_passes_every_capability_of_langgraphs_conformance_suite(
-    server_url, api_key, capsys
+    server_url, api_key, sb, capsys
 ):
-    report = run_conformance(server_url, api_key)
+    report = run_conformance(server_url, api_key, sb.retry)
     with capsys.disabled():
         report.print_report()
     counts = {

@@ -11,24 +11,14 @@ import time
 import uuid
 from typing import Annotated, Any, TypedDict
 
-import pytest
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.types import Command, interrupt
-from switchboard_client import AsyncClient, Client, RetryPolicy
+from switchboard_client import AsyncClient, Client
 from switchboard_client.langgraph import SwitchboardSaver
-
-FAST = RetryPolicy(max_retries=2, backoff=0.05, max_backoff=0.2)
-
-
-@pytest.fixture
-def sb(server_url, api_key):
-    with Client(server_url, api_key, retry=FAST) as client:
-        yield client
-
 
 # --- Graphs ----------------------------------------------------------------------------------
 
@@ -171,7 +161,7 @@ def test_a_branching_graph_with_a_subgraph_and_an_interrupt_stores_what_inmemory
     assert graph_ours.get_state(config).values["log"][-1] == "answer yes 1"
 
     # A fresh process (a new saver: nothing remembered) reads the same.
-    fresh = SwitchboardSaver(Client(sb.url, sb.api_key, retry=FAST), namespace=namespace)
+    fresh = SwitchboardSaver(Client(sb.url, sb.api_key, retry=sb.retry), namespace=namespace)
     assert history(fresh, "counting") == stored
     assert state_history(counting_graph(fresh), config) == state_history(graph_theirs, config)
 
@@ -191,7 +181,7 @@ def test_a_chat_graph_stores_what_inmemorysaver_does_sync_and_async(server_url, 
     assert history(ours, "chat") == history(theirs, "chat")
 
     async def run_async():
-        async with AsyncClient(server_url, api_key, retry=FAST) as client:
+        async with AsyncClient(server_url, api_key, retry=sb.retry) as client:
             saver = SwitchboardSaver(client, namespace="a" + namespace)
             graph = chat_graph(saver)
             for turn in range(20):
@@ -265,7 +255,7 @@ def test_a_thousand_turn_thread_stays_within_the_servers_limits(sb):
     assert per_turn_late < 10 * 1024
 
     # A fresh process reads the newest checkpoint back whole, and its event stays small.
-    fresh = SwitchboardSaver(Client(sb.url, sb.api_key, retry=FAST), namespace=namespace)
+    fresh = SwitchboardSaver(Client(sb.url, sb.api_key, retry=sb.retry), namespace=namespace)
     latest = fresh.get_tuple({"configurable": {"thread_id": "long"}})
     assert latest.checkpoint["channel_values"] == {"messages": messages, "turn": turns - 1}
     session = sb.find_session(namespace + "long")

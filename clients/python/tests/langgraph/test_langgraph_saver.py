@@ -10,16 +10,8 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.types import ERROR
-from switchboard_client import Client, NotFound, RetryPolicy
+from switchboard_client import Client, NotFound
 from switchboard_client.langgraph import SwitchboardSaver
-
-FAST = RetryPolicy(max_retries=2, backoff=0.05, max_backoff=0.2)
-
-
-@pytest.fixture
-def sb(server_url, api_key):
-    with Client(server_url, api_key, retry=FAST) as client:
-        yield client
 
 
 @pytest.fixture
@@ -121,7 +113,7 @@ def test_copy_thread_forks_the_session(sb, namespace):
     assert copy.lineage.parent_id == source.id
     assert copy.lineage.fork_seq == source.head_seq
 
-    fresh = SwitchboardSaver(Client(sb.url, sb.api_key, retry=FAST), namespace=namespace)
+    fresh = SwitchboardSaver(Client(sb.url, sb.api_key, retry=sb.retry), namespace=namespace)
     copied = list(fresh.list(config("copy")))
     assert [t.checkpoint["channel_values"] for t in copied] == [
         {"messages": messages[:10]},
@@ -182,7 +174,7 @@ def test_an_unchanged_channel_is_not_sent_again(sb, namespace):
     second = put(saver, "t", {"doc": big, "n": 2}, {"doc": 1, "n": 2}, parent=first, new={"n": 2})
     assert not [path for path, _ in sent if path.endswith("/blobs")]
     assert sum(size for _, size in sent) < 2000
-    fresh = SwitchboardSaver(Client(sb.url, sb.api_key, retry=FAST), namespace=namespace)
+    fresh = SwitchboardSaver(Client(sb.url, sb.api_key, retry=sb.retry), namespace=namespace)
     assert fresh.get_tuple(second).checkpoint["channel_values"] == {"doc": big, "n": 2}
 
 
