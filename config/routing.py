@@ -1,9 +1,10 @@
 from django.urls import path
 
-from switchboard.console_consumers import AuditLogConsumer
-from switchboard.consumers import ProjectConsumer, SessionConsumer
-from switchboard.handoff_consumers import HandoffConsumer, HandoffQueueConsumer
-from switchboard.retention_consumers import RetentionConsumer
+from switchboard.console.consumers import AuditLogConsumer
+from switchboard.handoffs.consumers import HandoffConsumer, HandoffQueueConsumer
+from switchboard.overview.consumers import ProjectConsumer
+from switchboard.retention.consumers import RetentionConsumer
+from switchboard.sessions.consumers import SessionConsumer
 from tasks_app.consumers import TaskConsumer, TaskListConsumer
 
 websocket_urlpatterns = [

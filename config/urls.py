@@ -4,7 +4,7 @@ from django.views.generic import RedirectView
 
 from config.api import api
 from core import health
-from switchboard.views import SignInView
+from switchboard.accounts.views import SignInView
 
 urlpatterns = [
     # For load balancers, orchestrators and Prometheus: no sign-in, no session, JSON.
@@ -15,7 +15,7 @@ urlpatterns = [
     # One sign-in page for everyone, so the admin's own form cannot bypass the throttle.
     path("admin/login/", RedirectView.as_view(pattern_name="login", query_string=True)),
     path("admin/", admin.site.urls),
-    # Before Django's auth URLs: the sign-in that throttles failures (switchboard.views).
+    # Before Django's auth URLs: the sign-in that throttles failures (switchboard.accounts.views).
     path("accounts/login/", SignInView.as_view(), name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("tasks_app.urls")),

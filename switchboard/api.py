@@ -38,7 +38,7 @@ from sessions_app.api import (
 from sessions_app.models import Session
 from sessions_app.queries import SessionFilters, filter_sessions, page_sessions
 from sessions_app.services.state import head_states
-from switchboard.queries import pending_handoff_expression
+from switchboard.sessions.queries import pending_handoff_expression
 from tasks_app.api import LinkedTaskOut
 from tasks_app.queries import linked_tasks_summary
 from tasks_app.services.links import open_session_for_tasks

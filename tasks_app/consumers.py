@@ -1,5 +1,5 @@
 """Websocket consumers of the task pages: thin and read-only (core.live holds the shared bases;
-switchboard/consumers.py describes the frame format).
+switchboard/sessions/consumers.py describes the frame format).
 
 Each authenticates from scope["user"], checks access with tasks_app.access / require_role (via
 database_sync_to_async), joins a group of core.realtime, and turns the high-level

@@ -6,7 +6,7 @@ from typing import Any
 from django import template
 
 from sessions_app.snippets import SnippetPart, snippet_parts
-from switchboard.context import BudgetUse, budget_use
+from switchboard.sessions.context import BudgetUse, budget_use
 
 register = template.Library()
 

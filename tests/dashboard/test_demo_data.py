@@ -10,8 +10,8 @@ from django.core.management import call_command
 from core.models import Project
 from sessions_app.models import Event, Session
 from sessions_app.queries import session_at
-from switchboard.context import budget_bars
 from switchboard.management.commands.seed_demo import FACT_VALUES
+from switchboard.sessions.context import budget_bars
 from tasks_app.models import Task
 from tasks_app.queries import tasks_as_of, tasks_for_session
 from tests.dashboard.conftest import Team, team  # noqa: F401  (personas)

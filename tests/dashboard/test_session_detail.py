@@ -80,7 +80,7 @@ def test_it_orders_filters_and_jumps(team, session):
 
 
 def test_it_loads_more_by_positional_slices(team, session, monkeypatch):
-    from switchboard import context as dashboard
+    from switchboard.sessions import context as dashboard
 
     monkeypatch.setattr(dashboard, "EVENTS_PER_PAGE", 4)
     first = detail(team, session)

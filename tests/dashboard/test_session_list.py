@@ -10,7 +10,7 @@ from core.actors import Actor
 from sessions_app.models import Session
 from sessions_app.queries import encode_sort_cursor
 from sessions_app.services.lifecycle import pause_session
-from switchboard import views
+from switchboard.sessions import views
 from tests import factories
 from tests.factories import make_session
 

@@ -8,8 +8,8 @@ from django.urls import reverse
 from core.actors import Actor
 from sessions_app.snippets import SnippetPart, query_words, snippet_parts
 from sessions_app.storage import SEARCH_WINDOW
-from switchboard.context import budget_use
-from switchboard.queries import SessionListFilters, session_rows
+from switchboard.sessions.context import budget_use
+from switchboard.sessions.queries import SessionListFilters, session_rows
 from tasks_app.services.transitions import transition_task
 from tests.factories import make_session, make_task
 

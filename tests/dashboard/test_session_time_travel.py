@@ -9,7 +9,7 @@ from django.urls import reverse
 from core.actors import Actor
 from retention_app.services.compaction import compact_session
 from sessions_app.services.lifecycle import close_session, pause_session
-from switchboard.consumers import SessionStream
+from switchboard.sessions.consumers import SessionStream
 from tests import factories
 from tests.factories import make_session
 

@@ -30,7 +30,7 @@ from django.urls import reverse
 from core.models import ApiKey, Role, WebhookEndpoint
 from sessions_app.models import Session
 from sessions_app.services.snapshots import drain
-from switchboard import handoff_views
+from switchboard.handoffs import views as handoff_views
 from tests.factories import make_member, make_project
 from tests.probes.dashboard import (
     BODIES,

@@ -95,7 +95,7 @@ def test_the_estimate_collects_without_statistics_and_for_rare_terms(project, mo
 @pytest.mark.parametrize("strategy", ["walk", "collect"])
 def test_text_and_task_filters_combine(corpus, strategy, monkeypatch):
     from sessions_app.models import Session
-    from switchboard.queries import SessionListFilters, session_rows
+    from switchboard.sessions.queries import SessionListFilters, session_rows
     from tests.factories import make_task
 
     linked = Session.objects.get(project=corpus, title="long, match old")

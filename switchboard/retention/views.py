@@ -35,7 +35,7 @@ from retention_app.services.policies import (
 )
 from retention_app.services.preview import preview
 from sessions_app.models import Agent, Session
-from switchboard.retention_forms import (
+from switchboard.retention.forms import (
     LABELS,
     BaseAgentOverrideFormSet,
     HoldForm,

@@ -1,6 +1,6 @@
 """Dashboard views of human handoffs: the queue, the workspace, and the workspace's actions.
 
-Parse (switchboard.handoff_forms), authorise (handoffs_app.access: 404 outside the project,
+Parse (handoffs.forms), authorise (handoffs_app.access: 404 outside the project,
 403 below the role), call handoffs_app's services, render. The services check the lease and
 the answer types again; their refusals (409 someone else holds it, 422 answer not allowed) are
 rendered by config.middleware.DashboardDomainErrorMiddleware as a fragment in #action-result.
@@ -28,8 +28,7 @@ from handoffs_app.access import get_handoff_for_user
 from handoffs_app.models import Handoff
 from handoffs_app.queries import queue_counts
 from handoffs_app.services import handoffs as services
-from switchboard.forms import ReasonForm
-from switchboard.handoff_context import (
+from switchboard.handoffs.context import (
     Preview,
     edit_preview,
     message_page,
@@ -38,7 +37,7 @@ from switchboard.handoff_context import (
     state_preview,
     workspace_context,
 )
-from switchboard.handoff_forms import (
+from switchboard.handoffs.forms import (
     BudgetForm,
     EditArgsForm,
     FactsForm,
@@ -48,6 +47,7 @@ from switchboard.handoff_forms import (
     ReassignForm,
     RespondForm,
 )
+from switchboard.sessions.forms import ReasonForm
 
 QUEUE_PAGE = "switchboard/handoff_queue.html"
 WORKSPACE_PAGE = "switchboard/handoff_workspace.html"

@@ -27,7 +27,7 @@ from handoffs_app.queries import (
 from sessions_app.models import EventKind, Session
 from sessions_app.queries import slice_events
 from sessions_app.services.state import FoldedState, merge_patch, state_at, state_or_unreadable
-from switchboard.context import (
+from switchboard.sessions.context import (
     ANSWER_WORDS,
     active_handoff,
     budget_bars,
@@ -160,7 +160,7 @@ def answer_words(answer: Any) -> str:
 
 # --- Workspace -------------------------------------------------------------------------------
 
-# The workspace's action forms (switchboard.handoff_views.ACTIONS; renew is the heartbeat's).
+# The workspace's action forms (handoffs.views.ACTIONS; renew is the heartbeat's).
 ACTION_FORMS = [
     (name, f"dashboard:handoff_{name}")
     for name in (

@@ -1,5 +1,5 @@
 """Live handoff pages: the queue (group `project-<id>-handoffs`) and one handoff's workspace
-(groups `handoff-<uuid>` and its session's). Read-only, like switchboard.consumers: every push
+(groups `handoff-<uuid>` and its session's). Read-only, like sessions.consumers: every push
 re-reads through the same access helpers and context builders as the views.
 
 The queue re-renders the page's rows (its filters and cursor: one keyset query of at most 50
@@ -28,9 +28,9 @@ from core.live import (
 from core.realtime import session_group
 from handoffs_app.access import get_handoff_for_user
 from handoffs_app.domain_events import handoff_group
-from switchboard.handoff_context import queue_context
-from switchboard.handoff_forms import QueueFilterForm
-from switchboard.handoff_views import QUEUE_PAGE, NavCounts, workspace_frame
+from switchboard.handoffs.context import queue_context
+from switchboard.handoffs.forms import QueueFilterForm
+from switchboard.handoffs.views import QUEUE_PAGE, NavCounts, workspace_frame
 
 WORKSPACE_PARTS = [
     "handoff-header",

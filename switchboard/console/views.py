@@ -39,14 +39,14 @@ from core.services.projects import (
 from core.services.webhooks import project_endpoints
 from handoffs_app.services.records import sla_for
 from handoffs_app.services.sla import DEFAULT_LIMITS, FIELDS, LIMITS, update_handoff_settings
-from switchboard.console_context import (
+from switchboard.console.context import (
     KNOWN_ACTIONS,
     KNOWN_TARGET_TYPES,
     audit_rows,
     duration_text,
     settings_sections,
 )
-from switchboard.console_forms import (
+from switchboard.console.forms import (
     HANDOFF_SETTING_LABELS,
     ApiKeyCreateForm,
     AuditFilterForm,

@@ -1,6 +1,5 @@
 """Reads that join sessions with their tasks and handoffs (the sessions list's `has_task`,
-`has_handoff`, its linked-task column and search snippets), and the overview's tasks that
-wait or are stuck."""
+`has_handoff`, its linked-task column and search snippets)."""
 
 from dataclasses import dataclass
 

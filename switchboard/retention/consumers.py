@@ -12,7 +12,7 @@ from core.errors import DomainError
 from core.live import AccessLost, LiveListConsumer
 from core.models import Role
 from retention_app.domain_events import RETENTION_LISTING
-from switchboard.retention_views import TEMPLATE, live_context
+from switchboard.retention.views import TEMPLATE, live_context
 
 
 @dataclass

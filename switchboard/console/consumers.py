@@ -1,6 +1,6 @@
 """The audit log, live: ws/projects/<id>/audit/?<the page's filters and cursor>.
 
-Thin and read-only, like every consumer (switchboard/consumers.py describes the frames). Admins
+Thin and read-only, like every consumer (sessions/consumers.py describes the frames). Admins
 only, checked at connect and again at every push (a member demoted meanwhile is disconnected).
 On the first page, entries matching the filters are inserted on top as they are recorded
 (`afterbegin:#audit-rows`); on an older page a notice links to the newest instead.
@@ -17,8 +17,8 @@ from core.errors import DomainError
 from core.live import AccessLost, LiveListConsumer
 from core.models import Role
 from core.queries import filter_audit
-from switchboard.console_context import audit_rows
-from switchboard.console_forms import AuditFilterForm
+from switchboard.console.context import audit_rows
+from switchboard.console.forms import AuditFilterForm
 
 AUDIT_PAGE = "switchboard/audit_log.html"
 # At most this many rows per push (a burst beyond it shows the notice instead).

@@ -1,5 +1,5 @@
-"""Dashboard views: the shell, the overview, the sessions list and the session page (with its
-tasks pane). Parse, authorise (core.pages / sessions_app.access), render.
+"""The sessions pages: the sessions list and the session page (with its tasks pane), its
+actions and export. Parse, authorise (core.pages / sessions_app.access), render.
 
 One template per page; htmx requests get a named partial of that same template
 ("…/session_detail.html#event-rows"), chosen by the element the request targets.
@@ -7,15 +7,12 @@ Domain errors (404 outside the project, 403 below the role, 409 on a refused tra
 are rendered by config.middleware.DashboardDomainErrorMiddleware, as a page or a fragment.
 """
 
-import math
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.forms import AuthenticationForm
-from django.contrib.auth.views import LoginView
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -24,7 +21,6 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect
 
 from core.actors import Actor
-from core.client_address import client_address
 from core.models import Role
 from core.pages import (
     base_context,
@@ -33,9 +29,7 @@ from core.pages import (
     htmx_partial_for,
     project_for,
     role_context,
-    user_projects,
 )
-from core.ratelimit import forget_signin_failures, record_signin_failure, signin_lockout
 from retention_app.services.deletion import delete_session
 from sessions_app.access import get_session_for_user
 from sessions_app.errors import Compacted
@@ -44,20 +38,17 @@ from sessions_app.models import Session
 from sessions_app.queries import page_sessions
 from sessions_app.services.lifecycle import close_session, pause_session, resume_session
 from sessions_app.services.sessions import fork_session
-from switchboard.context import (
+from switchboard.sessions.context import (
     LogOptions,
     Moment,
     event_log,
-    events_chart,
     inspector_context,
     moment_at,
-    overview_live_context,
-    overview_tasks_context,
     session_header_context,
     session_page_context,
     timeline,
 )
-from switchboard.forms import (
+from switchboard.sessions.forms import (
     DeleteSessionForm,
     EventLogForm,
     ForkForm,
@@ -66,63 +57,9 @@ from switchboard.forms import (
     ReasonForm,
     SessionFilterForm,
 )
-from switchboard.queries import mark_holds, session_rows
+from switchboard.sessions.queries import mark_holds, session_rows
 
 SESSIONS_PER_PAGE = 50
-
-
-@require_GET
-@login_required
-def home(request: HttpRequest) -> HttpResponse:
-    projects = user_projects(request.user)  # type: ignore[arg-type]
-    if not projects:
-        return render(request, "switchboard/no_projects.html", {"user_projects": []})
-    remembered = request.session.get("project_id")
-    chosen = next((p for p in projects if p.pk == remembered), projects[0])
-    return redirect("dashboard:overview", chosen.pk)
-
-
-@require_GET
-@login_required
-def switch_project(request: HttpRequest) -> HttpResponse:
-    try:
-        project_id = int(request.GET.get("project", ""))
-    except ValueError:
-        return redirect("dashboard:home")
-    membership = project_for(request, project_id)
-    return redirect("dashboard:overview", membership.project_id)
-
-
-# --- Overview -------------------------------------------------------------------------------
-
-
-@require_GET
-@login_required
-@vary_on_headers("HX-Request")
-def overview(request: HttpRequest, project_id: int) -> HttpResponse:
-    membership = project_for(request, project_id)
-    project = membership.project
-    if htmx_partial_for(request, "events-chart"):
-        # The chart polls itself every half minute.
-        return render(
-            request,
-            "switchboard/overview.html#events-chart",
-            {"project": project, "chart": events_chart(project)},
-        )
-    if htmx_partial_for(request, "tasks-attention"):
-        # Polled every minute: a task becomes stuck by the clock, with no event to push.
-        return render(
-            request,
-            "switchboard/overview.html#tasks-attention",
-            {"project": project, **overview_tasks_context(project)},
-        )
-    context = base_context(request, membership, "overview")
-    context.update(overview_live_context(project))
-    context.update(overview_tasks_context(project))
-    request.handoff_counts = context["handoff_counts"]  # type: ignore[attr-defined]  (the nav's)
-    context["chart"] = events_chart(project)
-    context["ws_url"] = f"/ws/projects/{project.pk}/?view=overview"
-    return render(request, "switchboard/overview.html", context)
 
 
 # --- Sessions list --------------------------------------------------------------------------
@@ -411,39 +348,3 @@ def session_delete(request: HttpRequest, session_id: str) -> HttpResponse:
 def session_export(request: HttpRequest, session_id: str) -> StreamingHttpResponse:
     session, _ = get_session_for_user(request.user, session_id)
     return jsonl_export_response(session, actor=Actor.for_user(request.user))  # type: ignore[arg-type]
-
-
-# --- Sign-in ------------------------------------------------------------------------------------
-
-
-class SignInView(LoginView):
-    """Django's sign-in, refused (429, a page saying when to retry) while the account or the
-    client address has too many recent failures (core.ratelimit). The address is
-    core.client_address's: behind a reverse proxy listed in SWITCHBOARD_TRUSTED_PROXIES, the
-    client's from X-Forwarded-For; else the connection's (a forged header changes nothing)."""
-
-    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        lockout = signin_lockout(_username(request), client_address(request))
-        if lockout is not None:
-            minutes = math.ceil(lockout.retry_after / 60)
-            response = render(
-                request,
-                "registration/login_throttled.html",
-                {"scope": lockout.scope, "minutes": minutes},
-                status=429,
-            )
-            response["Retry-After"] = str(lockout.retry_after)
-            return response
-        return super().post(request, *args, **kwargs)
-
-    def form_invalid(self, form: AuthenticationForm) -> HttpResponse:
-        record_signin_failure(_username(self.request), client_address(self.request))
-        return super().form_invalid(form)
-
-    def form_valid(self, form: AuthenticationForm) -> HttpResponse:
-        forget_signin_failures(_username(self.request))
-        return super().form_valid(form)
-
-
-def _username(request: HttpRequest) -> str:
-    return str(request.POST.get("username", ""))

@@ -15,7 +15,6 @@ import logging
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from django.http import QueryDict
@@ -28,7 +27,6 @@ from core.live import (
     CLOSE_UNAUTHENTICATED,
     AccessLost,
     LiveConsumer,
-    LiveListConsumer,
 )
 from core.models import Membership
 from core.pages import role_context
@@ -43,32 +41,26 @@ from sessions_app.queries import (
     page_sessions,
     slice_events,
 )
-from switchboard.context import (
+from switchboard.sessions.context import (
     LogOptions,
     Moment,
     event_view,
     facts_context,
     linked_tasks,
     moment_at,
-    overview_live_context,
-    overview_tasks_context,
     session_header_context,
     timeline,
 )
-from switchboard.forms import EventLogForm, MomentForm, SessionFilterForm
-from switchboard.queries import mark_holds, session_rows, sessions_linked_to
+from switchboard.sessions.forms import EventLogForm, MomentForm, SessionFilterForm
+from switchboard.sessions.queries import mark_holds, session_rows, sessions_linked_to
 
 logger = logging.getLogger(__name__)
 
 SESSION_PAGE = "switchboard/session_detail.html"
 LIST_PAGE = "switchboard/session_list.html"
-OVERVIEW_PAGE = "switchboard/overview.html"
 
 # At most this many rows per push; beyond it the log shows a gap with a link to the rest.
 LIVE_MAX_ROWS = 200
-# Project-wide changes are collected for this long and rendered once (one query per flush,
-# however many events the project's agents append meanwhile).
-PROJECT_FLUSH_SECONDS = 0.5
 # Task events that change what the sessions list's task column shows (state, links): the
 # task services send these to the project's sessions group too (tasks_app.domain_events).
 TASK_COLUMN_EVENTS = ("task.transition", "task.links")
@@ -311,51 +303,7 @@ class SessionConsumer(LiveConsumer):
         await self.send_frame(await self.run(self.stream.task_frame, task_id, unlinked))
 
 
-# --- One project: the overview and the sessions list ----------------------------------------
-
-
-@dataclass
-class OverviewStream:
-    """Pushes the overview's status counts, waiting queue and recent changes (replaced whole)
-    after sessions open or change status or a handoff moves, and its tasks card after a task
-    changes. The events chart polls over HTTP instead (and the tasks card too, once a minute:
-    a task becomes stuck by the clock alone)."""
-
-    user: Any
-    project_id: int
-    parts: set[str] = field(default_factory=set)  # "sessions" and/or "tasks", since the flush
-
-    def note(self, kind: str, session_id: str) -> bool:
-        if kind in ("session.opened", "session.lifecycle") or kind.startswith("handoff."):
-            self.parts.add("sessions")
-        elif kind.startswith("task."):
-            self.parts.add("tasks")
-        else:
-            return False
-        return True
-
-    def take(self) -> tuple[set[str], set[str]]:
-        """The parts to render (called on the event loop, not the thread)."""
-        taken, self.parts = self.parts, set()
-        return taken, set()
-
-    def flush(self, parts: set[str], opened: set[str]) -> str:
-        try:
-            membership = require_role(self.user, self.project_id)
-        except DomainError:
-            raise AccessLost from None
-        project = membership.project
-        frames = []
-        if "sessions" in parts:
-            context = {"project": project, **overview_live_context(project), "oob": True}
-            frames += [
-                render_to_string(f"{OVERVIEW_PAGE}#{name}", context)
-                for name in ("status-counts", "handoffs-waiting", "waiting", "recent-changes")
-            ]
-        if "tasks" in parts:
-            context = {"project": project, **overview_tasks_context(project), "oob": True}
-            frames.append(render_to_string(f"{OVERVIEW_PAGE}#tasks-attention", context))
-        return "".join(frames)
+# --- One project's sessions list (served by overview.consumers.ProjectConsumer) -------------
 
 
 @dataclass
@@ -515,47 +463,3 @@ class SessionListStream:
                 **role_context(membership),
             },
         )
-
-
-class ProjectConsumer(LiveListConsumer):
-    """ws/projects/<id>/?view=overview, or ?view=sessions&<the list's filters>"""
-
-    listing = "sessions"
-    id_field = "session_id"
-    flush_seconds = PROJECT_FLUSH_SECONDS
-
-    def open_stream(self, user: Any, project_id: int, query: str) -> Any:
-        view = (parse_qs(query).get("view") or ["overview"])[0]
-        if view == "sessions":
-            return SessionListStream.open(user, project_id, query)
-        require_role(user, project_id)
-        return OverviewStream(user=user, project_id=project_id)
-
-    session_events = LiveListConsumer.changed
-    session_lifecycle = LiveListConsumer.changed
-    session_opened = LiveListConsumer.changed
-    # Retention's changes: a row compacted (its badge), deleted (it goes), held or released.
-    session_compacted = LiveListConsumer.changed
-    session_deleted = LiveListConsumer.changed
-    session_hold = LiveListConsumer.changed
-
-    async def connect(self) -> None:
-        await super().connect()
-        stream = getattr(self, "stream", None)
-        if self.joined and isinstance(stream, OverviewStream):
-            # The overview also counts handoffs and lists waiting and stuck tasks.
-            await self.join(
-                [
-                    project_list_group(stream.project_id, "handoffs"),
-                    project_list_group(stream.project_id, "tasks"),
-                ]
-            )
-
-    async def other_event(self, message: dict[str, Any]) -> None:
-        stream = getattr(self, "stream", None)
-        kind = str(message.get("type", ""))
-        if isinstance(stream, OverviewStream) and kind.startswith(("handoff.", "task.")):
-            await self.changed(message)
-        elif isinstance(stream, SessionListStream) and kind.startswith("task."):
-            for noted in stream.note_task(message):
-                await self.changed({"type": kind, self.id_field: noted})

@@ -10,7 +10,7 @@ from django import forms
 from core.errors import InvalidInput
 from core.models import ApiKey, KeyScope, Project, Role
 from core.queries import AuditFilters
-from switchboard.forms import DATETIME_FORMATS, LOCAL_FORMAT
+from switchboard.sessions.forms import DATETIME_FORMATS, LOCAL_FORMAT
 
 MAX_ID = 2**63 - 1
 

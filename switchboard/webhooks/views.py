@@ -31,8 +31,8 @@ from core.services.webhooks import (
     redeliver,
     set_endpoint_active,
 )
-from switchboard.console_context import settings_sections
-from switchboard.forms import WebhookEndpointForm, WebhookToggleForm
+from switchboard.console.context import settings_sections
+from switchboard.webhooks.forms import WebhookEndpointForm, WebhookToggleForm
 
 TEMPLATE = "switchboard/webhooks.html"
 
