@@ -1,0 +1,408 @@
+"""The OpenAI Agents SDK's session store on Switchboard: `SwitchboardSession`.
+
+    from agents import Runner
+    from switchboard_client.openai_agents import SwitchboardSession
+
+    session = SwitchboardSession("user-42")  # was: SQLiteSession("user-42", "chat.db")
+    result = await Runner.run(agent, "Hi", session=session)
+
+An SDK session id is a Switchboard session whose external_id is namespaced(namespace, id),
+opened when items are first added (reading an unknown session opens nothing). Each item is one
+event an operator reads on the session page: a `message` (role and `text`) for a message, a
+`tool_call` / `tool_result` for a tool call and its output, a `note` for anything else; the
+SDK's own JSON of the item rides in the event's content (`item`), and is what get_items returns.
+
+The log is append-only, so removals are events too, which reads fold:
+- `pop_item` appends a `note` dropping the newest item (`drop`: its seq). It is conditioned on
+  the head the read saw (`expected_head_seq`): when another writer got in first (409
+  head_seq_mismatch) it reads again and retries, so two concurrent pops return two items.
+- `clear_session` appends a `note` marking the clear: reads stop there. It needs no condition:
+  whatever was appended before it is cleared, whatever after it is kept.
+- The compaction session's atomic suffix rewrite (OpenAIResponsesCompactionSession) is one
+  append, conditioned the same way: a `note` dropping the suffix, then the items replacing it.
+Operators still see everything that was said, and what the agent no longer sees.
+
+Every event the adapter writes has an idempotency key starting with `oai:` (`oai:item:`,
+`oai:drop:`, `oai:clear:`), so reads ask only for those (key_prefix), newest first, and read
+no more than the last `limit` items (plus the removals among them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import uuid
+import weakref
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, cast
+
+from agents.items import TResponseInputItem
+from agents.memory.session import _CompactionSnapshot
+from agents.memory.session_settings import (
+    SessionSettings,
+    coerce_session_settings,
+    resolve_session_limit,
+)
+
+from . import models as m
+from ._adapters import namespaced
+from ._async_client import AsyncClient
+from ._sync_client import Client
+from .errors import Conflict, NotFound
+
+__all__ = ["SwitchboardSession"]
+
+KEY_PREFIX = "oai:"
+ITEM_KEY = KEY_PREFIX + "item:"
+DROP_KEY = KEY_PREFIX + "drop:"
+CLEAR_KEY = KEY_PREFIX + "clear:"
+
+# Items per append request: a batch's body stays well under the server's request limit.
+_APPEND_BATCH = 200
+# The most events one read asks for (the API's limit).
+_PAGE = 1000
+# Attempts of a conditioned rewrite before giving up (each after a fresh read).
+_REWRITE_ATTEMPTS = 50
+
+
+class SwitchboardSession:
+    """The SDK's Session protocol on a Switchboard session (see the module's docstring). It
+    implements the protocol rather than subclassing SessionABC, as the SDK asks of third-party
+    stores.
+
+    `client`: a Client or an AsyncClient (None: one from SWITCHBOARD_URL and
+    SWITCHBOARD_API_KEY). An AsyncClient given is used as it is, on the event loop it belongs
+    to; otherwise the session makes one AsyncClient per event loop it runs on (Runner.run_sync
+    starts a new loop each time), from the same URL and key. `namespace` prefixes the external
+    id, so several applications (or test runs) share one project. `agent` names the agent of the
+    sessions it opens; `title` and `metadata` are theirs too.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        client: Client | AsyncClient | None = None,
+        *,
+        namespace: str = "",
+        agent: str = "openai-agents",
+        title: str | None = None,
+        metadata: m.JsonObject | None = None,
+        session_settings: SessionSettings | dict[str, Any] | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.session_settings = (
+            coerce_session_settings(session_settings)
+            if session_settings is not None
+            else SessionSettings()
+        )
+        self.external_id = namespaced(namespace, session_id)
+        self.agent = agent
+        self.title = title
+        self.metadata = metadata
+        self._given = client if isinstance(client, AsyncClient) else None
+        self._config = client if isinstance(client, Client) else None
+        self._per_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncClient] = (
+            weakref.WeakKeyDictionary()
+        )
+        # The Switchboard session's id, once found or opened.
+        self._sid: str | None = None
+
+    # --- The client --------------------------------------------------------------------------
+
+    def _client(self) -> AsyncClient:
+        if self._given is not None:
+            return self._given
+        loop = asyncio.get_running_loop()
+        client = self._per_loop.get(loop)
+        if client is None:
+            if self._config is not None:
+                client = AsyncClient(
+                    self._config.url,
+                    self._config.api_key,
+                    timeout=self._config.timeout,
+                    retry=self._config.retry,
+                )
+            else:
+                client = AsyncClient()
+            self._per_loop[loop] = client
+        return client
+
+    async def aclose(self) -> None:
+        """Close the clients this session made (not one it was given)."""
+        clients = list(self._per_loop.values())
+        self._per_loop.clear()
+        for client in clients:
+            await client.aclose()
+
+    # --- Finding and opening the Switchboard session -----------------------------------------
+
+    async def switchboard_id(self, *, create: bool = False) -> str | None:
+        """The id of the Switchboard session behind this one; None when there is none yet
+        (with `create`, it is opened)."""
+        if self._sid is None:
+            found = await self._client().find_session(self.external_id)
+            if found is not None:
+                self._sid = found.id
+            elif create:
+                opened = await self._client().open_session(
+                    self.agent,
+                    external_id=self.external_id,
+                    title=self.title,
+                    metadata=self.metadata,
+                )
+                self._sid = opened.id
+        return self._sid
+
+    async def _retrying_gone[T](
+        self, call: Callable[[str], Awaitable[T]], *, create: bool
+    ) -> T | None:
+        """call(session id); once more after a fresh look-up if the session was deleted
+        meanwhile (its external_id may belong to a new session now)."""
+        sid = await self.switchboard_id(create=create)
+        if sid is None:
+            return None
+        try:
+            return await call(sid)
+        except NotFound:
+            self._sid = None
+            sid = await self.switchboard_id(create=create)
+            if sid is None:
+                return None
+            return await call(sid)
+
+    # --- The Session protocol ----------------------------------------------------------------
+
+    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        """The items as added, oldest first; with `limit` (or session_settings.limit), the
+        last `limit` of them. As SQLiteSession: 0 gives none, a negative limit all."""
+        wanted = resolve_session_limit(limit, self.session_settings)
+        if wanted is not None and wanted < 0:
+            wanted = None
+        if wanted == 0:
+            return []
+        tail = await self._retrying_gone(lambda sid: _Tail.read(self, sid, wanted), create=False)
+        return [] if tail is None else [event.content["item"] for event in tail.items]
+
+    async def add_items(self, items: list[TResponseInputItem]) -> None:
+        if not items:
+            return
+        events = item_events(items)
+
+        async def append(sid: str) -> None:
+            for start in range(0, len(events), _APPEND_BATCH):
+                await self._client().append(sid, events[start : start + _APPEND_BATCH])
+
+        await self._retrying_gone(append, create=True)
+
+    async def pop_item(self) -> TResponseInputItem | None:
+        """Remove the newest item and return it (None when there is none)."""
+
+        async def pop(sid: str) -> TResponseInputItem | None:
+            async def attempt() -> TResponseInputItem | None:
+                tail = await _Tail.read(self, sid, 1)
+                if not tail.items:
+                    return None
+                newest = tail.items[-1]
+                note = drop_event([newest.seq], "popped")
+                await self._client().append(sid, [note], expected_head_seq=tail.head_seq)
+                return cast(TResponseInputItem, newest.content["item"])
+
+            return await _conditioned(attempt)
+
+        return await self._retrying_gone(pop, create=False)
+
+    async def clear_session(self) -> None:
+        """Clear the items: later reads see none of those added before (the log keeps them)."""
+
+        async def clear(sid: str) -> None:
+            note: m.EventIn = {
+                "kind": "note",
+                "content": {"text": "session cleared (openai-agents clear_session)", "clear": True},
+                "idempotency_key": CLEAR_KEY + uuid.uuid4().hex,
+            }
+            await self._client().append(sid, [note])
+
+        await self._retrying_gone(clear, create=False)
+
+    async def _get_compaction_snapshot(
+        self,
+        limit: int,
+        *,
+        prune_prefix: Callable[[TResponseInputItem], bool] | None = None,
+    ) -> _CompactionSnapshot | None:
+        """The last `limit` items and an atomic replacement of any suffix of them (the SDK's
+        hook for OpenAIResponsesCompactionSession, as SQLiteSession has): one append dropping
+        the suffix (and the expired prefix items prune_prefix names) and adding `output`,
+        conditioned on the head read here. False, writing nothing, when the log moved on."""
+        sid = await self.switchboard_id()
+        if sid is None:
+            return _CompactionSnapshot([], True, _nothing_to_replace)
+        tail = await _Tail.read(self, sid, limit)
+        items = [cast(TResponseInputItem, e.content["item"]) for e in tail.items]
+
+        async def replace_suffix(start: int, output: list[TResponseInputItem]) -> bool:
+            replaced = tail.items[start:]
+            if not replaced:
+                return False
+            dropped = [event.seq for event in replaced]
+            if prune_prefix is not None:
+                dropped = await self._expired_prefix(sid, replaced[0].seq, prune_prefix) + dropped
+            batch = [drop_event(dropped, "compacted"), *item_events(output)]
+            try:
+                await self._client().append(sid, batch, expected_head_seq=tail.head_seq)
+            except Conflict as error:
+                if error.code == "head_seq_mismatch":
+                    return False
+                raise
+            return True
+
+        return _CompactionSnapshot(items, tail.complete, replace_suffix)
+
+    async def _expired_prefix(
+        self, sid: str, before_seq: int, expired: Callable[[TResponseInputItem], bool]
+    ) -> list[int]:
+        """Seqs of the live items before `before_seq`, oldest first, while `expired` holds."""
+        everything = await _Tail.read(self, sid, None, before_seq=before_seq)
+        seqs: list[int] = []
+        for event in everything.items:
+            if not expired(cast(TResponseInputItem, event.content["item"])):
+                break
+            seqs.append(event.seq)
+        return seqs
+
+
+async def _nothing_to_replace(start: int, output: list[TResponseInputItem]) -> bool:
+    return False
+
+
+async def _conditioned[T](attempt: Callable[[], Awaitable[T]]) -> T:
+    """attempt() again (after a short random pause) while another writer moves the head
+    between its read and its conditioned append."""
+    for tries in range(_REWRITE_ATTEMPTS):
+        try:
+            return await attempt()
+        except Conflict as error:
+            if error.code != "head_seq_mismatch":
+                raise
+            await asyncio.sleep(random.uniform(0, min(0.2, 0.005 * 2**tries)))
+    raise RuntimeError(f"the session kept changing: {_REWRITE_ATTEMPTS} conditioned writes lost")
+
+
+class _Tail:
+    """The live items at the end of the log, read newest first and folded: a `clear` note
+    ends the read, a `drop` note hides the items it names."""
+
+    def __init__(self, items: list[m.Event], head_seq: int, complete: bool) -> None:
+        self.items = items  # oldest first
+        self.head_seq = head_seq
+        # True when the items are all there are (no live item older than the first).
+        self.complete = complete
+
+    @classmethod
+    async def read(
+        cls,
+        session: SwitchboardSession,
+        sid: str,
+        limit: int | None,
+        *,
+        before_seq: int | None = None,
+    ) -> _Tail:
+        client = session._client()
+        found: list[m.Event] = []
+        dropped: set[int] = set()
+        head_seq: int | None = None
+        # A few events more than the items wanted: a removal or two costs no second read.
+        page = _PAGE if limit is None else min(_PAGE, limit + 8)
+        while True:
+            chunk = await client.events(
+                sid, key_prefix=KEY_PREFIX, order="desc", limit=page, before_seq=before_seq
+            )
+            if head_seq is None:
+                head_seq = chunk.head_seq
+            for event in chunk.events:
+                key = event.idempotency_key or ""
+                if key.startswith(CLEAR_KEY):
+                    return cls(found[::-1], head_seq, True)
+                if key.startswith(DROP_KEY):
+                    dropped.update(event.content.get("drop", ()))
+                elif key.startswith(ITEM_KEY) and event.seq not in dropped:
+                    if limit is not None and len(found) == limit:
+                        return cls(found[::-1], head_seq, False)
+                    found.append(event)
+            if not chunk.has_more or not chunk.events:
+                return cls(found[::-1], head_seq, True)
+            before_seq = chunk.events[-1].seq
+            page = _PAGE
+
+
+def drop_event(seqs: Sequence[int], why: str) -> m.EventIn:
+    listed = ", ".join(map(str, seqs))
+    return {
+        "kind": "note",
+        "content": {"text": f"{why}: the item at seq {listed}", "drop": list(seqs)},
+        "idempotency_key": DROP_KEY + uuid.uuid4().hex,
+    }
+
+
+def item_events(items: Sequence[TResponseInputItem]) -> list[m.EventIn]:
+    """One event per item, readable on the session page, carrying the item itself."""
+    names = {
+        str(item.get("call_id")): str(item.get("name"))
+        for item in map(_as_dict, items)
+        if item.get("call_id") and item.get("name")
+    }
+    return [_item_event(_as_dict(item), names) for item in items]
+
+
+def _as_dict(item: TResponseInputItem) -> dict[str, Any]:
+    return cast(dict[str, Any], item)
+
+
+def _item_event(item: dict[str, Any], names: dict[str, str]) -> m.EventIn:
+    kind_of = str(item.get("type") or "")
+    key = ITEM_KEY + uuid.uuid4().hex
+    if kind_of == "message" or (not kind_of and "role" in item):
+        return {
+            "kind": "message",
+            # The API keeps roles of up to 16 characters; the item keeps the SDK's own.
+            "role": str(item.get("role") or "")[:16],
+            "content": {"text": _message_text(item.get("content")), "item": item},
+            "idempotency_key": key,
+        }
+    if kind_of.endswith("_call_output") or kind_of.endswith("_output"):
+        call_id = item.get("call_id")
+        result: m.JsonObject = {"item": item, "result": item.get("output")}
+        if call_id:
+            result["call_id"] = call_id
+            if str(call_id) in names:
+                result["name"] = names[str(call_id)]
+        return {"kind": "tool_result", "content": result, "idempotency_key": key}
+    if kind_of.endswith("_call"):
+        call: m.JsonObject = {
+            "name": item.get("name") or kind_of,
+            "arguments": item.get("arguments", item.get("action")),
+            "item": item,
+        }
+        return {"kind": "tool_call", "content": call, "idempotency_key": key}
+    return {
+        "kind": "note",
+        "content": {"text": kind_of or "item", "item": item},
+        "idempotency_key": key,
+    }
+
+
+def _message_text(content: Any) -> str:
+    """What a message says, as text: its string, or its parts' texts one per line."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return "" if content is None else json.dumps(content)
+    texts: list[str] = []
+    for part in content:
+        if isinstance(part, dict):
+            text = part.get("text", part.get("refusal"))
+            texts.append(str(text) if text is not None else f"[{part.get('type', 'part')}]")
+        else:
+            texts.append(str(part))
+    return "\n".join(texts)
