@@ -123,6 +123,55 @@ def _call(method: str, *args: Any, **kwargs: Any) -> _Call:
     return _Call(method, args, kwargs)
 
 
+@dataclass(frozen=True, slots=True)
+class _Done:
+    """A plan that has returned `value`."""
+
+    value: Any
+
+
+def _advance(
+    plan: Generator[Any, Any, Any], result: Any = None, error: BaseException | None = None
+) -> Any:
+    """The plan's next request (or item) after the outcome of its last one, or _Done."""
+    try:
+        return plan.throw(error) if error is not None else plan.send(result)
+    except StopIteration as stop:
+        return _Done(stop.value)
+
+
+def _outcome(perform: Callable[[_Call], Any], call: _Call) -> tuple[Any, BaseException | None]:
+    try:
+        return perform(call), None
+    except SwitchboardError as error:
+        return None, error
+
+
+async def _aoutcome(
+    perform: Callable[[_Call], Any], call: _Call
+) -> tuple[Any, BaseException | None]:
+    try:
+        return await perform(call), None
+    except SwitchboardError as error:
+        return None, error
+
+
+def _drive(plan: Generator[Any, Any, Any], perform: Callable[[_Call], Any]) -> Any:
+    """Run `plan`, each call it makes performed by `perform`: its return value."""
+    step = _advance(plan)
+    while not isinstance(step, _Done):
+        step = _advance(plan, *_outcome(perform, step))
+    return step.value
+
+
+async def _adrive(plan: Generator[Any, Any, Any], perform: Callable[[_Call], Any]) -> Any:
+    """_drive with `perform` returning awaitables."""
+    step = _advance(plan)
+    while not isinstance(step, _Done):
+        step = _advance(plan, *(await _aoutcome(perform, step)))
+    return step.value
+
+
 # --- Keys and encodings ----------------------------------------------------------------------
 
 
@@ -335,78 +384,48 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
 
     # --- Drivers ---------------------------------------------------------------------------
 
+    def _perform(self, call: _Call) -> Any:
+        return getattr(self.client, call.method)(*call.args, **call.kwargs)
+
+    def _aperform(self, call: _Call) -> Any:
+        return getattr(self.aclient, call.method)(*call.args, **call.kwargs)
+
+    def _retrying(self, make: Callable[[], Plan[T]]) -> Plan[T]:
+        """`make()`'s plan, made and run again once when a session this process knew is gone
+        (deleted by another process): the thread is then looked up again."""
+        try:
+            return (yield from make())
+        except NotFound:
+            if not self._sessions:
+                raise
+            self._sessions.clear()
+        return (yield from make())
+
     def _run(self, make: Callable[[], Plan[T]]) -> T:
-        for attempt in range(2):
-            plan = make()
-            try:
-                request = next(plan)
-                while True:
-                    try:
-                        result = getattr(self.client, request.method)(
-                            *request.args, **request.kwargs
-                        )
-                    except SwitchboardError as error:
-                        request = plan.throw(error)
-                    else:
-                        request = plan.send(result)
-            except StopIteration as stop:
-                value: T = stop.value
-                return value
-            except NotFound:
-                # A session this process knew may have been deleted by another: look again.
-                if attempt or not self._sessions:
-                    raise
-                self._sessions.clear()
-        raise AssertionError("unreachable")
+        value: T = _drive(self._retrying(make), self._perform)
+        return value
 
     async def _arun(self, make: Callable[[], Plan[T]]) -> T:
-        for attempt in range(2):
-            plan = make()
-            try:
-                request = next(plan)
-                while True:
-                    try:
-                        result = await getattr(self.aclient, request.method)(
-                            *request.args, **request.kwargs
-                        )
-                    except SwitchboardError as error:
-                        request = plan.throw(error)
-                    else:
-                        request = plan.send(result)
-            except StopIteration as stop:
-                value: T = stop.value
-                return value
-            except NotFound:
-                if attempt or not self._sessions:
-                    raise
-                self._sessions.clear()
-        raise AssertionError("unreachable")
+        value: T = await _adrive(self._retrying(make), self._aperform)
+        return value
 
     def _iterate(self, plan: ListPlan) -> Iterator[CheckpointTuple]:
-        request = next(plan, None)
-        while request is not None:
-            if isinstance(request, _Item):
-                yield request.value
-                request = next(plan, None)
-                continue
-            result = getattr(self.client, request.method)(*request.args, **request.kwargs)
-            try:
-                request = plan.send(result)
-            except StopIteration:
-                return
+        step = _advance(plan)
+        while not isinstance(step, _Done):
+            if isinstance(step, _Item):
+                yield step.value
+                step = _advance(plan)
+            else:
+                step = _advance(plan, *_outcome(self._perform, step))
 
     async def _aiterate(self, plan: ListPlan) -> AsyncIterator[CheckpointTuple]:
-        request = next(plan, None)
-        while request is not None:
-            if isinstance(request, _Item):
-                yield request.value
-                request = next(plan, None)
-                continue
-            result = await getattr(self.aclient, request.method)(*request.args, **request.kwargs)
-            try:
-                request = plan.send(result)
-            except StopIteration:
-                return
+        step = _advance(plan)
+        while not isinstance(step, _Done):
+            if isinstance(step, _Item):
+                yield step.value
+                step = _advance(plan)
+            else:
+                step = _advance(plan, *(await _aoutcome(self._aperform, step)))
 
     # --- BaseCheckpointSaver: sync ---------------------------------------------------------
 
@@ -1156,21 +1175,8 @@ def run_with_handoffs(
     saver = _saver_of(graph)
     flow = _handoff_flow(saver, input, config, (timeout, poll), to_handoff, to_resume)
     sb = sync_client(client) if client is not None else saver.client
-    targets = {"graph": graph, "client": sb, "": time}
-    try:
-        request = next(flow)
-        while True:
-            target, _, name = request.method.rpartition(".")
-            try:
-                result = getattr(targets[target], name)(
-                    *request.args, **(invoke_options if name == "invoke" else {}), **request.kwargs
-                )
-            except SwitchboardError as error:
-                request = flow.throw(error)
-            else:
-                request = flow.send(result)
-    except StopIteration as stop:
-        return stop.value
+    perform = _performer({"graph": graph, "client": sb, "": time}, invoke_options, "")
+    return _drive(flow, perform)
 
 
 async def arun_with_handoffs(
@@ -1189,21 +1195,23 @@ async def arun_with_handoffs(
     saver = _saver_of(graph)
     flow = _handoff_flow(saver, input, config, (timeout, poll), to_handoff, to_resume)
     sb = async_client(client) if client is not None else saver.aclient
-    targets = {"graph": graph, "client": sb, "": asyncio}
-    try:
-        request = next(flow)
-        while True:
-            target, _, name = request.method.rpartition(".")
-            method = getattr(targets[target], "a" + name if target == "graph" else name)
-            options = invoke_options if name == "invoke" else {}
-            try:
-                result = await method(*request.args, **options, **request.kwargs)
-            except SwitchboardError as error:
-                request = flow.throw(error)
-            else:
-                request = flow.send(result)
-    except StopIteration as stop:
-        return stop.value
+    perform = _performer({"graph": graph, "client": sb, "": asyncio}, invoke_options, "a")
+    return await _adrive(flow, perform)
+
+
+def _performer(
+    targets: dict[str, Any], invoke_options: dict[str, Any], graph_prefix: str
+) -> Callable[[_Call], Any]:
+    """Performs a handoff flow's calls: "graph.invoke" (`graph_prefix` + the method: "a" for
+    the async ones), "client.…", or "sleep" (time.sleep or asyncio.sleep)."""
+
+    def perform(call: _Call) -> Any:
+        target, _, name = call.method.rpartition(".")
+        options = invoke_options if name == "invoke" else {}
+        method = getattr(targets[target], graph_prefix + name if target == "graph" else name)
+        return method(*call.args, **options, **call.kwargs)
+
+    return perform
 
 
 def _saver_of(graph: Any) -> SwitchboardSaver:
