@@ -34,7 +34,7 @@ import asyncio
 import contextlib
 import hashlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Literal, override
 from urllib.parse import quote
@@ -53,14 +53,15 @@ from google.adk.sessions.base_session_service import (
 )
 from google.adk.sessions.session import Session
 from google.adk.sessions.state import State
+from google.genai import types
 
 from . import models as m
 from ._adapters import async_client, namespaced
 from ._async_client import AsyncClient
 from ._sync_client import Client
-from .errors import Conflict, NotFound
+from .errors import Conflict, NotFound, SwitchboardError
 
-__all__ = ["SwitchboardSessionService"]
+__all__ = ["HandoffUnanswered", "SwitchboardSessionService", "ask_person"]
 
 # The API's longest external_id; a longer readable one is replaced by its SHA-256.
 _MAX_EXTERNAL_ID = 200
@@ -300,9 +301,14 @@ class SwitchboardSessionService(BaseSessionService):
                 raise
             except NotFound as error:
                 raise SessionNotFoundError(f"Session {session.id} not found.") from error
-            if all(e.replayed for e in written.events):
-                return event  # delivered before: neither stored nor applied again
-            session._storage_update_marker = _marker(switchboard_id, written.head_seq)
+            if all(e.replayed for e in written.events) and any(
+                e == event for e in session.events if e.id == event.id
+            ):
+                return event  # delivered again: neither stored nor applied twice
+            # Where this batch stands, not the head: the same as the head when it was just
+            # written; when it was written before (the client's retry of a request whose answer
+            # was lost), what came after it is not in this Session, which is then stale.
+            session._storage_update_marker = _marker(switchboard_id, written.events[-1].seq)
             session.last_update_time = event.timestamp
             await self._write_shared(session.app_name, session.user_id, deltas)
         return self._commit_event_to_session(session, event)
@@ -510,3 +516,149 @@ def _readable(event: Event, data: dict[str, Any]) -> m.EventIn:
     content.update(author=event.author, adk=data)
     readable: m.EventIn = {"kind": kind, "role": role, "content": content, "tokens": tokens}
     return readable
+
+
+# --- Asking a person ---------------------------------------------------------------------------
+
+# The function calls ADK pauses a run on (google.adk.utils._function_call_names).
+CONFIRMATION = "adk_request_confirmation"
+REQUEST_INPUT = "adk_request_input"
+
+
+class HandoffUnanswered(SwitchboardError):
+    """The person gave no answer: the handoff was cancelled, expired, closed or handed back,
+    or `timeout` passed first (`handoff` as last read; its `status` says which)."""
+
+    def __init__(self, handoff: m.Handoff) -> None:
+        super().__init__(
+            f"handoff {handoff.id} has no answer ({handoff.status})", code="handoff_unanswered"
+        )
+        self.handoff = handoff
+
+
+async def ask_person(
+    service: SwitchboardSessionService,
+    session: Session,
+    events: Event | Iterable[Event],
+    *,
+    timeout: float | None = None,
+    poll: int = 30,
+    priority: m.Priority | None = None,
+) -> types.Content | None:
+    """Ask a person, in the Switchboard handoff queue, for what a run paused on; the answers,
+    as the user message that resumes it (`runner.run_async(..., new_message=...)`), or None
+    when it paused on nothing. `events`: what the run yielded (or `session.events`).
+
+    ADK pauses a run on long-running function calls (an event's `long_running_tool_ids`) that
+    no later user function response answers:
+    - a tool confirmation (`adk_request_confirmation`, from `require_confirmation=True` or
+      `tool_context.request_confirmation(hint=..., payload=...)`) becomes an approval handoff
+      of the original call (action = the tool's name, args = its arguments, description = the
+      hint). Accept answers `{"confirmed": true}` (with the confirmation's payload), reject
+      `{"confirmed": false}`, and edited arguments, offered when the tool asked for a payload,
+      answer `{"confirmed": true, "payload": <the edited arguments>}`;
+    - `adk_request_input` (`message`) becomes a question; the person's text is the result;
+    - any other long-running tool becomes a question naming the call; the text is its result
+      (`{"result": text}`, with `choice` when the person picked one).
+
+    One handoff at a time (a session has one open handoff at most), each waited for by
+    long-poll and sent with an idempotency key made from the call's id, so a process that
+    restarts and asks again finds the same handoff. The session is resumed after the answers.
+    Raises HandoffUnanswered when one gets no answer within `timeout` seconds (None: no limit).
+    """
+    calls = _open_interrupts([events] if isinstance(events, Event) else list(events))
+    if not calls:
+        return None
+    client = service.client
+    switchboard_id, _ = _parse_marker(session._storage_update_marker)
+    if switchboard_id is None:
+        found = await client.find_session(
+            service._session_ref(session.app_name, session.user_id, session.id)
+        )
+        if found is None:
+            raise SessionNotFoundError(f"Session {session.id} not found.")
+        switchboard_id = found.id
+    parts = []
+    for call in calls:
+        kind, reason, payload = _handoff_for(call)
+        handoff = await client.request_handoff(
+            switchboard_id,
+            kind,
+            reason=reason,
+            payload=payload,
+            priority=priority,
+            idempotency_key=f"adk:{call.id}"[:200],
+        )
+        handoff = await client.wait_handoff(handoff.id, timeout=timeout, poll=poll)
+        if handoff.status != "answered" or handoff.answer is None:
+            raise HandoffUnanswered(handoff)
+        parts.append(
+            types.Part(
+                function_response=types.FunctionResponse(
+                    id=call.id, name=call.name, response=_response_for(call, handoff.answer)
+                )
+            )
+        )
+    with contextlib.suppress(Conflict):  # resumed already (by the person, or a retry)
+        await client.resume_session(switchboard_id, "answered in the handoff queue")
+    return types.Content(role="user", parts=parts)
+
+
+def _open_interrupts(events: list[Event]) -> list[types.FunctionCall]:
+    """The long-running calls of `events` that no later user function response answers."""
+    answered = {
+        response.id
+        for event in events
+        if event.author == "user"
+        for response in event.get_function_responses()
+        if response.id
+    }
+    return [
+        call
+        for event in events
+        for call in event.get_function_calls()
+        if call.id and call.id in (event.long_running_tool_ids or set()) and call.id not in answered
+    ]
+
+
+def _handoff_for(call: types.FunctionCall) -> tuple[m.HandoffKind, str, dict[str, Any]]:
+    args = call.args or {}
+    if call.name == CONFIRMATION:
+        original = args.get("originalFunctionCall") or {}
+        confirmation = args.get("toolConfirmation") or {}
+        action = str(original.get("name") or "tool")
+        hint = str(confirmation.get("hint") or f"Allow {action} to run?")
+        wants_payload = confirmation.get("payload") is not None
+        payload: dict[str, Any] = {
+            "action_request": {"action": action, "args": original.get("args") or {}},
+            "config": {
+                "allow_accept": True,
+                "allow_edit": wants_payload,
+                "allow_respond": False,
+                "allow_ignore": True,
+            },
+            "description": hint,
+            "adk": {"function_call_id": call.id, "tool_confirmation": confirmation},
+        }
+        return "approval", hint[:1000], payload
+    if call.name == REQUEST_INPUT:
+        question = str(args.get("message") or "The agent asks for input.")
+        return "question", question[:1000], {"question": question, "adk": {"call": call.id}}
+    question = f"The tool {call.name} waits for a person: what is its result?"
+    described = {"question": question, "tool": call.name, "arguments": args}
+    return "question", question[:1000], {**described, "adk": {"call": call.id}}
+
+
+def _response_for(call: types.FunctionCall, answer: dict[str, Any]) -> dict[str, Any]:
+    kind = answer.get("type")
+    if call.name == CONFIRMATION:
+        confirmation = (call.args or {}).get("toolConfirmation") or {}
+        if kind == "accept":
+            return {"confirmed": True, "payload": confirmation.get("payload")}
+        if kind == "edit":
+            return {"confirmed": True, "payload": answer.get("args")}
+        return {"confirmed": False, "payload": {"reason": answer.get("reason", "")}}
+    response: dict[str, Any] = {"result": answer.get("text", "")}
+    if "choice" in answer:
+        response["choice"] = answer["choice"]
+    return response

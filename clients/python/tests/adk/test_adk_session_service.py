@@ -4,6 +4,7 @@ stale writers refused, an unknown session neither found nor made, namespaces apa
 
 import asyncio
 
+import httpx
 import pytest
 from google.adk.errors import StaleSessionError
 from google.adk.errors.already_exists_error import AlreadyExistsError
@@ -243,3 +244,35 @@ def test_it_takes_a_sync_client_or_the_environment(server_url, api_key, monkeypa
     monkeypatch.setenv("SWITCHBOARD_API_KEY", api_key)
     service = SwitchboardSessionService()
     assert service.client.url == server_url and service.namespace == ""
+
+
+class LosesOneAppendAnswer(httpx.AsyncHTTPTransport):
+    """Sends every request; the answer to the second append of events (the first ADK event's)
+    is lost on the way back, so the client sends it again and the server replays it."""
+
+    appends = 0
+
+    async def handle_async_request(self, request):
+        response = await super().handle_async_request(request)
+        if request.method == "POST" and request.url.path.endswith("/events"):
+            self.appends += 1
+            if self.appends == 2:
+                await response.aclose()
+                raise httpx.ReadError("connection reset", request=request)
+        return response
+
+
+def test_it_goes_on_after_the_client_retried_an_append(server_url, api_key):
+    async def main():
+        transport = LosesOneAppendAnswer()
+        async with AsyncClient(server_url, api_key, retry=FAST, transport=transport) as client:
+            service = SwitchboardSessionService(client, namespace="t:")
+            session = await service.create_session(app_name="app", user_id="u", session_id="s1")
+            await service.append_event(session, state_event({"k": 1}, text="one"))
+            assert transport.appends == 3  # written, its answer lost, sent again: replayed
+            await service.append_event(session, state_event({"k": 2}, text="two"))
+            got = await service.get_session(app_name="app", user_id="u", session_id="s1")
+            assert [e.content.parts[0].text for e in got.events] == ["one", "two"]
+            assert got.state == {"k": 2} and got == session
+
+    asyncio.run(main())
