@@ -187,11 +187,15 @@ def test_the_live_indicator_says_not_live_when_notices_stay_in_one_process(
     env = no_redis(tmp_path, SWITCHBOARD_CHANNEL_LAYER="memory")
     with asgi_server(**env) as live_url:
         sign_in(page, live_url, team.operator.username)
+        # Marked in the DOM (a locator waits for it; polling a JS expression would need eval,
+        # which the page's CSP refuses).
         page.add_init_script(
-            "document.addEventListener('htmx:wsOpen', function () { window.wsOpen = true; });"
+            "document.addEventListener('htmx:wsOpen', function () {"
+            " document.documentElement.setAttribute('data-ws-open', ''); });"
         )
         page.goto(f"{live_url}/p/{team.project.pk}/handoffs/")
-        page.wait_for_function("window.wsOpen === true")  # its own process's changes still come
+        # The socket opens: its own process's changes still come.
+        expect(page.locator("html[data-ws-open]")).to_be_attached()
         page.wait_for_timeout(200)
         status = page.locator(".live-status")
         expect(status).to_have_text("Not live")
