@@ -241,6 +241,21 @@ class Step(models.Model):
     def is_retryable(self) -> bool:
         return self.attempts < self.max_attempts
 
+    def start_clean(self) -> None:
+        """Set the fields a round starts with (task creation, a transition reopening the step):
+        pending, no attempt, no error, output, branch or wait. Not saved; `round`, `inputs` and
+        who ran it are the caller's (a reopening keeps them, a replay of creation resets them)."""
+        self.status = StepStatus.PENDING
+        self.attempts = 0
+        self.last_error = None
+        self.outputs = {}
+        self.branch = ""
+        self.waiting_on = ""
+        self.wait_deadline = None
+        self.signal_payload = None
+        self.started_at = None
+        self.finished_at = None
+
 
 class HistoryKind(models.TextChoices):
     CREATED = "created"

@@ -249,24 +249,10 @@ def _replay(task: Task, history: list[TaskHistory], when: datetime) -> TaskAsOf:
     return TaskAsOf(task=past, when=when, existed=True)
 
 
-def _reset_step(step: Step) -> None:
-    """The fields a step starts a round with (task creation, a transition reopening it)."""
-    step.status = StepStatus.PENDING
-    step.attempts = 0
-    step.last_error = None
-    step.outputs = {}
-    step.branch = ""
-    step.waiting_on = ""
-    step.wait_deadline = None
-    step.signal_payload = None
-    step.started_at = None
-    step.finished_at = None
-
-
 def _fresh_step(step: Step, task: Task) -> Step:
     """An unsaved copy of `step` as task creation made it (pending, round 1, no attempt)."""
     fresh = copy.copy(step)
-    _reset_step(fresh)
+    fresh.start_clean()
     fresh.round = 1
     fresh.inputs = {}
     fresh.agent = None
@@ -284,7 +270,7 @@ def _apply_step_row(step: Step, row: TaskHistory, agent: Any) -> None:
         step.actor = row.actor
     if row.round and row.round > step.round:
         # A transition reopened the step: a new round starts clean (services/transitions.py).
-        _reset_step(step)
+        step.start_clean()
         step.round = row.round
         return
     if data.get("agent"):

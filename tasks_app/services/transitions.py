@@ -122,16 +122,7 @@ def _reopen_steps(task: Task, transition: TransitionSpec, *, actor: Actor) -> No
     for step in Step.objects.filter(task=task, key__in=transition.reopen):
         old_status = step.status
         step.round += 1
-        step.status = StepStatus.PENDING
-        step.attempts = 0
-        step.last_error = None
-        step.outputs = {}
-        step.branch = ""
-        step.waiting_on = ""
-        step.wait_deadline = None
-        step.signal_payload = None
-        step.started_at = None
-        step.finished_at = None
+        step.start_clean()
         step.save()
         append_history(
             task,

@@ -2,6 +2,7 @@
 allowed ones, nothing written) and every legal path reaches a terminal state."""
 
 import pytest
+from django.utils import timezone
 
 from tasks_app.errors import InvalidTransition
 from tasks_app.models import HistoryKind, Step, StepStatus, TaskHistory
@@ -99,10 +100,24 @@ def test_it_runs_a_reopened_step_as_a_new_round(project):
     task = drive(make_task(project, "research_report"), ["drafting", "reviewing"])
     review = Step.objects.get(task=task, key="review")
     review.status, review.attempts = StepStatus.SUCCEEDED, 1
+    # What the first round left (Step.start_clean clears all of it; inputs stay).
+    review.last_error = {"type": "Timeout", "message": "slow"}
+    review.outputs, review.branch, review.inputs = {"verdict": "revise"}, "revise", {"doc": 1}
+    review.waiting_on, review.signal_payload = "editor", {"ok": True}
+    review.wait_deadline = review.started_at = review.finished_at = timezone.now()
     review.save()
     transition_task(task, transition="revise", actor=TESTER, reason="needs a second pass")
     review.refresh_from_db()
     assert (review.status, review.round, review.attempts) == (StepStatus.PENDING, 2, 0)
+    assert (review.last_error, review.outputs, review.branch, review.waiting_on) == (
+        None,
+        {},
+        "",
+        "",
+    )
+    assert review.signal_payload is None and review.wait_deadline is None
+    assert review.started_at is None and review.finished_at is None
+    assert review.inputs == {"doc": 1}
     reopened = TaskHistory.objects.get(task=task, step_key="review", round=2)
     assert reopened.reason == "reopened by revise"
     assert reopened.from_state == StepStatus.SUCCEEDED
