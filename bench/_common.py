@@ -37,6 +37,9 @@ PG_PASSWORD = unquote(_url.password) if _url.password else None
 # migrating its own (a migrate costs ~8 s of the machine; CREATE DATABASE … TEMPLATE well
 # under one).
 TEMPLATE_ENV = "BENCH_TEMPLATE_DB"
+# Set by tests/test_benches.py once it has run collectstatic: the benches running side by side
+# then leave staticfiles/ alone (its manifest is deleted and rewritten by every run).
+STATIC_COLLECTED_ENV = "BENCH_STATIC_COLLECTED"
 
 
 def add_smoke_flag(parser: argparse.ArgumentParser) -> None:
@@ -87,6 +90,19 @@ def migrate(db: str, env: dict[str, str] | None = None, *, root: Path = ROOT) ->
         [sys.executable, "manage.py", "migrate", "--noinput", "--skip-checks", "-v", "0"],
         cwd=root,
         env={**(env if env is not None else os.environ), "DATABASE_URL": pg_url(db)},
+        check=True,
+    )
+
+
+def collect_static(env: dict[str, str] | None = None, *, root: Path = ROOT) -> None:
+    """`manage.py collectstatic` (a server with DEBUG=false serves from its manifest), unless
+    the smoke test has already run it."""
+    if os.environ.get(STATIC_COLLECTED_ENV):
+        return
+    subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"],
+        cwd=root,
+        env=env if env is not None else dict(os.environ),
         check=True,
     )
 

@@ -56,6 +56,7 @@ ROOT = BENCH.parent
 if str(BENCH) not in sys.path:
     sys.path.insert(0, str(BENCH))
 
+import _common as common  # noqa: E402
 import ingest as ib  # noqa: E402  (bench/ingest.py: database set-up, content, COPY loader)
 
 VENV_BIN = Path(sys.executable).parent
@@ -821,7 +822,7 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=11)
     ib.add_smoke_flag(p)
     args = p.parse_args()
-    ib.smoke(args, quick=True, sessions=300, big=2_000, rounds=1, per_round=1, appends=3)
+    ib.smoke(args, quick=True, sessions=300, big=2_000, rounds=1, per_round=1, appends=3, workers=1)
 
     quick = args.quick
     n_sessions = args.sessions or (20_000 if quick else 100_000)
@@ -840,12 +841,7 @@ def main() -> int:
     os.environ.update(env)
     ib.scratch_database(args.db, env)
     # DEBUG=false serves static files from collectstatic's manifest (as scripts/run does).
-    subprocess.run(
-        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"],
-        cwd=ROOT,
-        env=env,
-        check=True,
-    )
+    common.collect_static(env)
     sys.path.insert(0, str(ROOT))
     import django
 
@@ -1088,7 +1084,7 @@ def main() -> int:
         # A case slower than half a second is sampled once per round (the run stays short).
         ib.log("warm-up")
         reps = dict.fromkeys(list_cases, per_round)
-        for _ in range(2):
+        for _ in range(1 if args.smoke else 2):
             sampler.get("trivial", "/accounts/login/", record=False)
             sampler.get("openapi", "/api/v1/openapi.json", record=False)
             for name in list_cases:

@@ -26,7 +26,6 @@ import argparse
 import datetime as dt
 import os
 import random
-import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -37,6 +36,7 @@ for path in (str(BENCH), str(ROOT)):
     if path not in sys.path:
         sys.path.insert(0, path)
 
+import _common as common  # noqa: E402
 import dashboard as dash  # noqa: E402  (server, sampler, sign-in)
 import ingest as ib  # noqa: E402
 
@@ -158,12 +158,7 @@ def main() -> int:
     os.environ.update(env)
     ib.scratch_database(args.db, env)
     # DEBUG=false serves static files from collectstatic's manifest (as scripts/run does).
-    subprocess.run(
-        [sys.executable, "manage.py", "collectstatic", "--noinput", "-v", "0"],
-        cwd=ROOT,
-        env=env,
-        check=True,
-    )
+    common.collect_static(env)
     started = dt.datetime.now()
     info = load(args.open, args.resolved, args.seed)
     print(

@@ -1871,7 +1871,6 @@ def main() -> int:
     matrix = (not quick) if args.matrix is None else args.matrix
     fleet_seconds = args.fleet_seconds or (5.0 if quick else 10.0)
     fleet_warm = 1.0 if args.smoke else 3.0  # before the fleet's window: spawn and connect
-    warm_appends = 3 if args.smoke else 30
     big = max(sizes)
 
     (ROOT / "bench" / "results").mkdir(parents=True, exist_ok=True)
@@ -1939,6 +1938,17 @@ def main() -> int:
     batch_sid = new_session("batches")
     service_sid = new_session("service")
     read_sid = loaded[big]
+
+    def warm(port: int, workers: int) -> None:
+        warm_up(
+            port,
+            api_key,
+            factory,
+            str(new_session("warm-up")),
+            str(read_sid),
+            workers,
+            appends=3 if args.smoke else 30,
+        )
 
     # -- baselines (raw psycopg) -------------------------------------------------------------
     log("raw psycopg baselines")
@@ -2014,15 +2024,7 @@ def main() -> int:
         )
         servers.append(server)
         server.wait_ready(api_key, f"/api/v1/sessions/{read_sid}")
-        warm_up(
-            port,
-            api_key,
-            factory,
-            str(new_session("warm-up")),
-            str(read_sid),
-            args.workers,
-            warm_appends,
-        )
+        warm(port, args.workers)
 
         def meter() -> CpuMeter:
             return CpuMeter(server, conn, args.db)
@@ -2151,15 +2153,7 @@ def main() -> int:
             servers.append(srv)
             log(f"setup: {srv.label}")
             srv.wait_ready(api_key, f"/api/v1/sessions/{read_sid}")
-            warm_up(
-                port,
-                api_key,
-                factory,
-                str(new_session("warm-up")),
-                str(read_sid),
-                workers,
-                warm_appends,
-            )
+            warm(port, workers)
             sid = str(new_session(f"matrix {srv.label}"))
             c = HttpConn(port, api_key)
             path = f"/api/v1/sessions/{sid}/events"
