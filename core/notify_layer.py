@@ -31,6 +31,7 @@ import logging
 from typing import Any
 
 import psycopg
+from channels.db import database_sync_to_async
 from channels.exceptions import ChannelFull
 from channels.layers import BaseChannelLayer, InMemoryChannelLayer
 from django.db import connections
@@ -90,8 +91,6 @@ class PostgresNotifyChannelLayer(BaseChannelLayer):
         await self.group_send_all([group], message)
 
     async def group_send_all(self, groups: list[str], message: dict[str, Any]) -> None:
-        from channels.db import database_sync_to_async
-
         await database_sync_to_async(self.publish_from_thread)(groups, message)
 
     # --- Receiving: this process's channels -------------------------------------------------
