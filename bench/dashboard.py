@@ -4,6 +4,7 @@
     .venv/bin/python bench/dashboard.py            # full run: 100,000 sessions + a 1,000,000-event
                                                    # session, ~6-9 min on 2 cores
     .venv/bin/python bench/dashboard.py --quick    # 20,000 sessions + 100,000 events, ~1-2 min
+    .venv/bin/python bench/dashboard.py --smoke    # tiny, one round: that it runs (CI)
     .venv/bin/python bench/dashboard.py --help     # sizes, rounds, database, ...
 
 What it does, in one process (plus the server it starts):

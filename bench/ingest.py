@@ -3,6 +3,7 @@
 
     .venv/bin/python bench/ingest.py            # full run (1,000,000-event session), ~6-9 min
     .venv/bin/python bench/ingest.py --quick    # smaller and shorter (100,000 events), ~1-2 min
+    .venv/bin/python bench/ingest.py --smoke    # tiny, one round: that it runs (CI), not figures
     .venv/bin/python bench/ingest.py --help     # rounds, sizes, server setup, ...
 
 What it does, in one process (plus the server it starts):
