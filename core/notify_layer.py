@@ -193,4 +193,6 @@ class PostgresNotifyChannelLayer(BaseChannelLayer):
         params = dict(connections[self.database].get_connection_params())
         for name in ("cursor_factory", "context", "prepare_threshold"):
             params.pop(name, None)
+        # A database that does not answer refuses the handshake in seconds, not never.
+        params.setdefault("connect_timeout", 5)
         return psycopg.conninfo.make_conninfo("", **params)
