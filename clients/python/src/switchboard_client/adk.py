@@ -85,12 +85,26 @@ class SwitchboardSessionService(BaseSessionService):
 
     def __init__(self, client: Client | AsyncClient | None = None, *, namespace: str = "") -> None:
         self.client = async_client(client)
+        # A client made here (from a sync Client's settings, or the environment) is closed by
+        # close(); one passed in belongs to the caller.
+        self._owns_client = self.client is not client
         self.namespace = namespace
         # Appends to one session from this process go one at a time, so each sends the head
         # the previous one left (parallel agents of an invocation share one Session object).
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
         # Switchboard ids of the app- and user-state sessions opened here (never deleted).
         self._shared_ids: dict[str, str] = {}
+
+    async def close(self) -> None:
+        """Close the AsyncClient this service made (not one it was given)."""
+        if self._owns_client:
+            await self.client.aclose()
+
+    async def __aenter__(self) -> SwitchboardSessionService:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
 
     # --- Names ---------------------------------------------------------------------------------
 

@@ -238,12 +238,24 @@ def test_it_writes_events_an_operator_can_read(server_url, api_key):
 
 
 def test_it_takes_a_sync_client_or_the_environment(server_url, api_key, monkeypatch):
+    async def closes_what_it_made(service, given=None):
+        async with service:
+            assert (await service.list_sessions(app_name="app")).sessions == []
+        assert service.client._http.is_closed is (given is None)
+        if given is not None:
+            await given.aclose()
+
     with Client(server_url, api_key) as client:
-        assert isinstance(SwitchboardSessionService(client).client, AsyncClient)
+        service = SwitchboardSessionService(client)
+        assert isinstance(service.client, AsyncClient)
+        asyncio.run(closes_what_it_made(service))
+    given = AsyncClient(server_url, api_key)
+    asyncio.run(closes_what_it_made(SwitchboardSessionService(given), given))
     monkeypatch.setenv("SWITCHBOARD_URL", server_url)
     monkeypatch.setenv("SWITCHBOARD_API_KEY", api_key)
     service = SwitchboardSessionService()
     assert service.client.url == server_url and service.namespace == ""
+    asyncio.run(closes_what_it_made(service))
 
 
 class LosesOneAppendAnswer(httpx.AsyncHTTPTransport):
