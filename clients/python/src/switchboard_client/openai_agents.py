@@ -51,7 +51,7 @@ from ._async_client import AsyncClient
 from ._sync_client import Client
 from .errors import Conflict, NotFound
 
-__all__ = ["SwitchboardSession"]
+__all__ = ["SwitchboardSession", "approve_in_switchboard"]
 
 KEY_PREFIX = "oai:"
 ITEM_KEY = KEY_PREFIX + "item:"
@@ -406,3 +406,87 @@ def _message_text(content: Any) -> str:
         else:
             texts.append(str(part))
     return "\n".join(texts)
+
+
+# --- Tool approvals as Switchboard approval handoffs ---------------------------------------
+
+
+async def approve_in_switchboard(
+    result: Any,
+    session: SwitchboardSession,
+    *,
+    reason: str = "A tool call needs approval",
+    priority: m.Priority | None = None,
+    timeout: float | None = None,
+) -> Any:
+    """The run's pending tool approvals (`result.interruptions`, from a tool with
+    `needs_approval`), asked of a person as Switchboard approval handoffs on the session, one
+    after the other (a session has one open handoff at a time); returns the RunState to resume
+    with (`Runner.run(agent, state, session=session)`).
+
+    Each handoff's payload is `{"action_request": {"action": tool, "args": arguments},
+    "config": {"allow_accept", "allow_edit", "allow_respond", "allow_ignore": true},
+    "description", "call_id"}`.
+    The answer goes back into the run: accept approves the call; reject (or a response) rejects
+    it, the person's reason (or text) being what the model reads; edit declines this call and
+    tells the model the arguments the person wants (the SDK runs no call whose arguments changed
+    after the model made it), so its next call carries them. Raises TimeoutError when `timeout`
+    seconds pass without an answer (the handoff stays open), RuntimeError when it ends
+    unanswered (cancelled, expired)."""
+    state = result.to_state()
+    client = session._client()
+    sid = await session.switchboard_id(create=True)
+    assert sid is not None
+    for item in result.interruptions:
+        raw = item.raw_item
+        arguments = _raw_field(raw, "arguments")
+        try:
+            args = json.loads(arguments) if isinstance(arguments, str) and arguments else {}
+        except json.JSONDecodeError:
+            args = {"arguments": arguments}
+        payload: m.JsonObject = {
+            "action_request": {"action": item.tool_name or "tool", "args": args},
+            "config": {
+                "allow_accept": True,
+                "allow_edit": True,
+                "allow_respond": True,
+                # Agent Inbox's "ignore", Switchboard's reject: the call is not made.
+                "allow_ignore": True,
+            },
+            "description": f"{item.agent.name} wants to call {item.tool_name}",
+            "call_id": _raw_field(raw, "call_id"),
+        }
+        handoff = await client.request_handoff(
+            sid, "approval", reason=reason, payload=payload, priority=priority
+        )
+        answered = await client.wait_handoff(handoff.id, timeout=timeout)
+        if not answered.resolved:
+            raise TimeoutError(f"no answer to handoff {handoff.id} in {timeout} s")
+        answer = answered.answer or {}
+        kind = answer.get("type")
+        if kind == "accept":
+            state.approve(item)
+        elif kind == "edit":
+            # The SDK refuses to run a call whose arguments changed after the model made it
+            # (its fingerprint check: "Model reused a tool call ID for a different
+            # invocation"), so the edit goes back as the model's next input: this call is
+            # declined, naming the arguments the person wants; the model's new call with them
+            # asks for approval in its turn.
+            edited = json.dumps(answer.get("args", {}), sort_keys=True)
+            state.reject(
+                item,
+                rejection_message=(
+                    f"A person edited this call before approving it. Call {item.tool_name} "
+                    f"again with exactly these arguments: {edited}"
+                ),
+            )
+        elif kind in ("reject", "respond"):
+            text = answer.get("text") or answer.get("reason") or "A person rejected the call."
+            state.reject(item, rejection_message=str(text))
+        else:
+            raise RuntimeError(f"handoff {handoff.id} ended {answered.status} without an answer")
+    return state
+
+
+def _raw_field(raw: Any, name: str) -> Any:
+    return raw.get(name) if isinstance(raw, dict) else getattr(raw, name, None)
