@@ -82,7 +82,11 @@ def main() -> int:
 
     port = ib.free_port()
     server = ib.Server(
-        args.db, port, workers=ib.DEFAULT_WORKERS, http=ib.DEFAULT_HTTP, loop=ib.DEFAULT_LOOP
+        args.db,
+        port,
+        workers=1 if args.smoke else ib.DEFAULT_WORKERS,
+        http=ib.DEFAULT_HTTP,
+        loop=ib.DEFAULT_LOOP,
     )
     base = f"http://127.0.0.1:{port}"
     try:

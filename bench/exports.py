@@ -225,7 +225,7 @@ def main() -> int:
     )
     ingest.add_smoke_flag(p)
     args = p.parse_args()
-    ingest.smoke(args, quick=True, events=2_000, appends=10, rounds=1, exports=2)
+    ingest.smoke(args, quick=True, events=2_000, appends=10, rounds=1, exports=2, workers=1)
     ingest.SERVER_ROOT = args.server_root.resolve()
     n_events = args.events or (50_000 if args.quick else 300_000)
     n_appends = args.appends or (200 if args.quick else 400)
