@@ -9,9 +9,11 @@ from django.core.management import call_command
 from playwright.sync_api import expect
 
 from core.models import Project
+from handoffs_app.models import Handoff
 from sessions_app.services.events import EventDraft
 from tests.browser.conftest import sign_in
 from tests.dashboard.conftest import append
+from tasks_app.models import Task
 from tests.factories import make_session, make_task
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -124,3 +126,32 @@ def test_filter_checkboxes_sit_beside_their_labels_at_phone_width(demo, live_url
         )
         assert shape["lines"] == 1, (label.inner_text(), shape)
         assert 0 <= shape["gap"] < 12, (label.inner_text(), shape)
+
+
+def test_the_workspace_and_the_task_page_stack_their_columns_at_phone_width(
+    demo, live_url, page, screenshot
+):
+    """At 390 px the handoff workspace and the task page are one column, as the session page
+    is: each side of the split takes the full width (not two ~180 px columns side by side)."""
+    handoff = Handoff.objects.filter(project=demo).first()
+    task = Task.objects.filter(project=demo).first()
+    assert handoff and task
+    sign_in(page, live_url, "admin", "switchboard-admin")
+    for name, path, split in (
+        ("workspace", f"/handoffs/{handoff.pk}/", ".split"),
+        ("task", f"/tasks/{task.pk}/", ".split.task-split"),
+        ("session", f"/sessions/{handoff.session_id}/", ".split.session-split"),
+    ):
+        page.set_viewport_size({"width": 390, "height": 900})
+        page.goto(live_url + path)
+        children = page.locator(f"main {split} > *")
+        expect(children.first).to_be_visible()
+        boxes = [c.bounding_box() for c in children.all()]
+        boxes = [b for b in boxes if b and b["width"] > 0]
+        assert len(boxes) >= 2, name
+        screenshot(f"layout-{name}-390")
+        for box in boxes:
+            assert box["width"] > 330, (name, boxes)
+        # Stacked: each next column starts below the one before.
+        for upper, lower in zip(boxes, boxes[1:], strict=False):
+            assert lower["y"] >= upper["y"] + upper["height"] - 1, (name, boxes)
