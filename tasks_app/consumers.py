@@ -17,7 +17,7 @@ ws/projects/<id>/tasks/?<the list's filters and cursor>  (the tasks list)
     that would reshuffle this page shows a notice with a refresh link instead.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -35,6 +35,7 @@ from core.live import (
     LiveConsumer,
     LiveListConsumer,
 )
+from core.live_rows import RowChanges, ShownPage
 from core.realtime import task_group
 
 from .access import get_task_for_user
@@ -174,19 +175,16 @@ class TaskConsumer(LiveConsumer):
 
 @dataclass
 class TaskListStream:
-    """Keeps one page of the tasks list (its filters and cursor) up to date.
+    """Keeps one page of the tasks list (its filters and cursor) up to date, newest first.
 
-    Knows which rows the page shows (the same keyset query as the view, once, at connect).
+    Knows which rows the page shows (the same keyset query as the view, once, at connect);
+    core.live_rows sorts out what a flush does to them.
     """
 
     user: Any
     project_id: int
     form: TaskFilterForm
-    known: set[str]
-    last_key: tuple[Any, str] | None  # the page's last row, when a next page exists
-    cursor_key: tuple[Any, str] | None
-    changed: set[str] = field(default_factory=set)
-    created: set[str] = field(default_factory=set)
+    page: ShownPage
 
     @classmethod
     def open(cls, user: Any, project_id: int, query: str) -> "TaskListStream":
@@ -201,32 +199,21 @@ class TaskListStream:
             user=user,
             project_id=project_id,
             form=form,
-            known={str(t.pk) for t in page},
-            last_key=(page[-1].created_at, str(page[-1].pk)) if next_cursor else None,
-            cursor_key=decode_cursor(cursor) if cursor else None,
+            page=ShownPage(
+                known={str(t.pk) for t in page},
+                last_key=_sort_key(page[-1]) if next_cursor else None,
+                cursor_key=decode_cursor(cursor) if cursor else None,
+            ),
         )
-
-    @property
-    def first_page(self) -> bool:
-        return self.cursor_key is None
 
     def note(self, kind: str, task_id: str) -> bool:
         if kind == "task.created":
-            self.created.add(task_id)
-        self.changed.add(task_id)
+            self.page.created.add(task_id)
+        self.page.changed.add(task_id)
         return True
 
     def take(self) -> tuple[set[str], set[str]]:
-        """The tasks noted since the last flush (called on the event loop, not the thread)."""
-        taken = (self.changed, self.created)
-        self.changed, self.created = set(), set()
-        return taken
-
-    def _in_window(self, key: tuple[Any, str]) -> bool:
-        """Whether a task with this (created_at, id) sorts into this page (newest first)."""
-        if self.cursor_key is not None and not key < self.cursor_key:
-            return False
-        return self.last_key is None or not key < self.last_key
+        return self.page.take()
 
     def flush(self, ids: set[str], created: set[str]) -> str:
         try:
@@ -240,36 +227,18 @@ class TaskListStream:
             .select_related("workflow")
             .prefetch_related("steps__agent")
         }
-        delete: list[str] = []
-        replace: list[Task] = []
-        prepend: list[Task] = []
-        notice = False
-        for task_id in ids:
-            item = matching.get(task_id)
-            if task_id in self.known:
-                if item is None:
-                    delete.append(task_id)
-                    self.known.discard(task_id)
-                else:
-                    replace.append(item)
-            elif item is not None:
-                if self.first_page and task_id in created:
-                    prepend.append(item)
-                    self.known.add(task_id)
-                elif self._in_window((item.created_at, task_id)):
-                    notice = True
-        if not (delete or replace or prepend or notice):
-            return ""
-        prepend.sort(key=lambda t: (t.created_at, str(t.pk)), reverse=True)
-        return render_to_string(
-            f"{LIST_PAGE}#live-rows",
-            {
-                "delete": delete,
-                "replace": replace,
-                "prepend": prepend,
-                "notice": notice,
-            },
+        changes = self.page.sort_out(
+            ids,
+            matching,
+            RowChanges(),
+            key=_sort_key,
+            on_top=lambda task_id: self.page.first_page and task_id in created,
         )
+        return self.page.frame(LIST_PAGE, changes, key=_sort_key)
+
+
+def _sort_key(task: Task) -> tuple[Any, str]:
+    return (task.created_at, str(task.pk))
 
 
 class TaskListConsumer(LiveListConsumer):

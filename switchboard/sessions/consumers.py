@@ -28,6 +28,7 @@ from core.live import (
     AccessLost,
     LiveConsumer,
 )
+from core.live_rows import RowChanges, ShownPage
 from core.models import Membership
 from core.pages import role_context
 from core.realtime import project_list_group, session_group, task_group
@@ -310,22 +311,19 @@ class SessionConsumer(LiveConsumer):
 class SessionListStream:
     """Keeps one page of the sessions list (its filters, sort and cursor) up to date.
 
-    Knows which rows the page shows (the same keyset query as the view, once, at connect).
-    A shown session that changed is replaced in place (`true`), or removed (`delete`) when it
-    no longer matches the filters; on the first page of "newest first", new matching sessions
-    are inserted on top (`afterbegin:#session-rows`); on the first page of "recently active",
-    a changed session moves to the top. Any other change that would land on this page shows a
-    notice with a refresh link instead of reshuffling rows under the reader.
+    Knows which rows the page shows (the same keyset query as the view, once, at connect);
+    core.live_rows sorts out what a flush does to them. A shown session that changed is
+    replaced in place (`true`), or removed (`delete`) when it no longer matches the filters; on
+    the first page of "newest first", new matching sessions are inserted on top
+    (`afterbegin:#session-rows`); on the first page of "recently active", a changed session
+    moves to the top. Any other change that would land on this page shows a notice with a
+    refresh link instead of reshuffling rows under the reader.
     """
 
     user: Any
     project_id: int
     form: SessionFilterForm
-    known: set[str]
-    last_key: tuple[Any, str] | None  # the page's last row, when a next page exists
-    cursor_key: tuple[Any, str] | None
-    changed: set[str] = field(default_factory=set)
-    opened: set[str] = field(default_factory=set)
+    page: ShownPage
 
     @classmethod
     def open(cls, user: Any, project_id: int, query: str) -> "SessionListStream":
@@ -341,14 +339,17 @@ class SessionListStream:
             limit=50,
             sort=sort,
         )
-        key_field = SESSION_SORTS[sort][0]
+        key_field, descending = SESSION_SORTS[sort]
         return cls(
             user=user,
             project_id=project_id,
             form=form,
-            known={str(s.pk) for s in page},
-            last_key=(getattr(page[-1], key_field), str(page[-1].pk)) if next_cursor else None,
-            cursor_key=decode_sort_cursor(cursor, sort) if cursor else None,
+            page=ShownPage(
+                known={str(s.pk) for s in page},
+                last_key=(getattr(page[-1], key_field), str(page[-1].pk)) if next_cursor else None,
+                cursor_key=decode_sort_cursor(cursor, sort) if cursor else None,
+                descending=descending,
+            ),
         )
 
     @property
@@ -364,11 +365,11 @@ class SessionListStream:
         `note_task`."""
         if kind == "session.hold" and not session_id:
             # An agent's or the project's hold: any shown row may gain or lose its badge.
-            self.changed |= self.known
-            return bool(self.known)
+            self.page.changed |= self.page.known
+            return bool(self.page.known)
         if kind == "session.opened":
-            self.opened.add(session_id)
-        self.changed.add(session_id)
+            self.page.created.add(session_id)
+        self.page.changed.add(session_id)
         return True
 
     def note_task(self, event: dict[str, Any]) -> list[str]:
@@ -385,29 +386,19 @@ class SessionListStream:
         return ids
 
     def take(self) -> tuple[set[str], set[str]]:
-        """The sessions noted since the last flush (called on the event loop, not the thread)."""
-        taken = (self.changed, self.opened)
-        self.changed, self.opened = set(), set()
-        return taken
-
-    def _in_window(self, key: tuple[Any, str]) -> bool:
-        descending = SESSION_SORTS[self.sort][1]
-        before = (lambda a, b: a > b) if descending else (lambda a, b: a < b)
-        if self.cursor_key is not None and not before(self.cursor_key, key):
-            return False
-        return self.last_key is None or not before(self.last_key, key)
+        return self.page.take()
 
     def flush(self, noted: set[str], opened: set[str]) -> str:
         try:
             membership = require_role(self.user, self.project_id)
         except DomainError:
             raise AccessLost from None
-        key_field, descending = SESSION_SORTS[self.sort]
+        key_field = SESSION_SORTS[self.sort][0]
         ids = {i for i in noted if ":" not in i}
         # Sessions whose linked task changed (state, links): their sort keys did not move.
         task_ids = {i.removeprefix("task:") for i in noted if i.startswith("task:")}
         in_place = {i.removeprefix("linked:") for i in noted if i.startswith("linked:")}
-        in_place |= sessions_linked_to(task_ids, among=self.known)
+        in_place |= sessions_linked_to(task_ids, among=self.page.known)
         in_place -= ids
         matching = {
             str(s.pk): s
@@ -415,51 +406,22 @@ class SessionListStream:
             .filter(pk__in=list(ids | in_place))
             .select_related("agent")
         }
-        delete: list[str] = []
-        replace: list[Any] = []
-        prepend: list[Any] = []
-        notice = False
+
+        def key(session: Session) -> tuple[Any, str]:
+            return (getattr(session, key_field), str(session.pk))
+
         moves_to_top = self.live_head and self.sort == "-updated"
-        for session_id in ids:
-            item = matching.get(session_id)
-            if session_id in self.known:
-                if item is None:
-                    delete.append(session_id)
-                    self.known.discard(session_id)
-                elif moves_to_top:
-                    delete.append(session_id)
-                    prepend.append(item)
-                else:
-                    replace.append(item)
-            elif item is not None:
-                if moves_to_top or (
-                    self.live_head and self.sort == "-created" and session_id in opened
-                ):
-                    prepend.append(item)
-                    self.known.add(session_id)
-                elif self._in_window((getattr(item, key_field), session_id)):
-                    notice = True
-        for session_id in in_place:
-            item = matching.get(session_id)
-            if session_id in self.known:
-                if item is None:
-                    delete.append(session_id)
-                    self.known.discard(session_id)
-                else:
-                    replace.append(item)
-            elif item is not None and self._in_window((getattr(item, key_field), session_id)):
-                notice = True  # now matches a task filter
-        if not (delete or replace or prepend or notice):
-            return ""
-        mark_holds(self.project_id, replace + prepend)
-        prepend.sort(key=lambda s: (getattr(s, key_field), str(s.pk)), reverse=descending)
-        return render_to_string(
-            f"{LIST_PAGE}#live-rows",
-            {
-                "delete": delete,
-                "replace": replace,
-                "prepend": prepend,
-                "notice": notice,
-                **role_context(membership),
-            },
+        newest_first = self.live_head and self.sort == "-created"
+        changes = self.page.sort_out(
+            ids,
+            matching,
+            RowChanges(),
+            key=key,
+            on_top=lambda session_id: moves_to_top or (newest_first and session_id in opened),
+            to_top=moves_to_top,
         )
+        # Now (or no longer) matching a task filter: in place, wherever the row sorts.
+        self.page.sort_out(in_place, matching, changes, key=key)
+        if changes:
+            mark_holds(self.project_id, changes.replace + changes.prepend)
+        return self.page.frame(LIST_PAGE, changes, key=key, context=role_context(membership))
