@@ -7,6 +7,7 @@ duplicate member, an unknown user, an expiry in the past) re-renders its page wi
 service's message and the status of the refusal (400, or 409 for a conflict): nothing changed.
 """
 
+import contextlib
 from typing import Any
 
 from django.contrib import messages
@@ -291,11 +292,23 @@ def _keys_page(
     return render(request, KEYS_PAGE, context, status=status)
 
 
+# Where a new key's secret waits for the one page that shows it (POST, redirect, GET).
+NEW_KEY_SESSION = "switchboard.new_api_key"
+
+
+@never_cache  # right after a creation the answer holds the key's secret
 @require_GET
 @login_required
 def api_keys(request: HttpRequest, project_id: int) -> HttpResponse:
     membership = project_for(request, project_id, Role.ADMIN)
-    return _keys_page(request, membership)
+    # Popped as it is shown: a reload shows the prefix only, and creates nothing.
+    waiting = request.session.get(NEW_KEY_SESSION)
+    created = None
+    if waiting and waiting.get("project") == membership.project_id:
+        del request.session[NEW_KEY_SESSION]
+        with contextlib.suppress(NotFound):  # deleted meanwhile: nothing to show
+            created = (api_key_in(membership.project, int(waiting["key"])), str(waiting["secret"]))
+    return _keys_page(request, membership, created=created)
 
 
 @never_cache  # the answer holds the key's secret: no cache may keep it
@@ -317,8 +330,15 @@ def api_key_create(request: HttpRequest, project_id: int) -> HttpResponse:
     except DomainError as error:
         form.add_error(None, error.message)
         return _keys_page(request, membership, form, status=_refusal_status(error))
-    # Rendered, not redirected: the secret is in this one answer and nowhere else.
-    return _keys_page(request, membership, created=created, status=201)
+    # Redirected, so that a reload cannot create a second key; the secret rides in the
+    # server-side session to the next page, which pops it: shown once, then only the prefix.
+    key, secret = created
+    request.session[NEW_KEY_SESSION] = {
+        "project": membership.project_id,
+        "key": key.pk,
+        "secret": secret,
+    }
+    return redirect("dashboard:api_keys", project_id)
 
 
 @require_POST

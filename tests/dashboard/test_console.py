@@ -135,17 +135,34 @@ def test_a_new_key_is_shown_once_then_only_its_prefix(team):
     response = client.post(
         url("api_key_create", team), {"name": "bot", "scope": "admin", "expires_at": expiry}
     )
-    assert response.status_code == 201
+    # POST, redirect, GET: a reload of the page that shows the key creates no second one.
+    assert response.status_code == 302
+    assert response["Location"] == url("api_keys", team)
+    assert b"sb_" not in response.content
     key = ApiKey.objects.get(project=team.project, name="bot")
     assert key.scope == "admin" and key.created_by == team.admin
     assert key.expires_at is not None
+    response = client.get(response["Location"])
     body = response.content.decode()
     secret = body.split('id="new-key-secret" class="secret">')[1].split("<")[0]
     assert secret.startswith(f"sb_{key.prefix}_") and len(secret) > 30
     assert "no-store" in response["Cache-Control"]
-    later = client.get(url("api_keys", team)).content.decode()
-    assert secret not in later
+    later = client.get(url("api_keys", team)).content.decode()  # the reload
+    assert secret not in later and "new-key-secret" not in later
     assert f"sb_{key.prefix}_…" in later
+    assert ApiKey.objects.filter(project=team.project).count() == 1
+
+
+def test_a_new_key_is_shown_only_on_its_own_projects_page(team):
+    """The secret waiting in the session is for the project it was made in: another
+    project's keys page neither shows it nor loses it."""
+    client = team.client("admin")
+    client.post(url("api_key_create", team), {"name": "bot", "scope": "agent"})
+    other = Project.objects.create(name="elsewhere")
+    Membership.objects.create(project=other, user=team.admin, role=Role.ADMIN)
+    elsewhere = client.get(reverse("dashboard:api_keys", args=[other.pk])).content
+    assert b"new-key-secret" not in elsewhere
+    assert b"new-key-secret" in client.get(url("api_keys", team)).content
 
 
 @pytest.mark.parametrize(
