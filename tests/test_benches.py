@@ -62,7 +62,7 @@ def bench_env() -> Iterator[dict[str, str]]:
     env["SWITCHBOARD_TEST_DB"] = run = env.get("SWITCHBOARD_TEST_DB") or "test_switchboard"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     common = _bench_common(env)
-    template = common.scratch_name("switchboard_bench_template")
+    template = f"switchboard_bench_template_{run}"[:63]  # (bench/_common.py: scratch_name)
     common.recreate_database(template)
     # Side by side: both are mostly Django starting up.
     with ThreadPoolExecutor(2) as pool:
@@ -74,10 +74,16 @@ def bench_env() -> Iterator[dict[str, str]]:
         future.result()
     env[common.TEMPLATE_ENV] = template
     env[common.STATIC_COLLECTED_ENV] = "1"
-    assert run in template
     yield env
+    # The template and every bench's scratch database of this run (the benches leave theirs
+    # for a look afterwards; here nobody looks).
     with common.pg_connect("postgres", autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{template}" WITH (FORCE)')
+        names = conn.execute(
+            "SELECT datname FROM pg_database WHERE starts_with(datname, 'switchboard_bench')"
+        ).fetchall()
+        for (db,) in names:
+            if db.endswith(f"_{run}"):
+                conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
 
 
 def test_it_finds_the_benches() -> None:
