@@ -11,6 +11,8 @@ recreated and migrated here), the sync switchboard_client.Client. Each turn adds
 
 - `inline`: the whole list in one event (what a saver without blobs must do). Stops at the first
   refusal, which is the event size limit (413 payload_too_large) a few hundred turns in.
+- `langgraph`: the same thread through switchboard_client.langgraph.SwitchboardSaver, put as a
+  graph's loop puts checkpoints (the messages channel a new version each turn).
 - `blobs`: each message a blob (client.store_blobs sends only the new ones); the list of their
   names (32 bytes each) stored as a value in 4 KiB pieces (client.store_value: a list grown at
   its end re-sends its last piece); the checkpoint event names those pieces. Every 500 turns
@@ -156,6 +158,68 @@ def run_variant(name: str, sb: Any, fresh_client: Any, turns: int, seed: int) ->
     }
 
 
+def run_langgraph(sb: Any, fresh_client: Any, turns: int, seed: int) -> dict[str, Any]:
+    """The same thread through switchboard_client.langgraph.SwitchboardSaver, driven as a
+    graph's loop drives its checkpointer: a checkpoint per turn whose `messages` channel holds
+    the whole list (LangGraph messages, the same texts as the other variants), a new version
+    each turn. A fresh saver reads the newest checkpoint back every 500 turns and at the end."""
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langgraph.checkpoint.base.id import uuid6
+    from switchboard_client.langgraph import SwitchboardSaver
+
+    rng = random.Random(seed)
+    namespace = f"bench-{seed}-{time.time_ns()}/"
+    saver = SwitchboardSaver(sb, namespace=namespace)
+    counted = Counted(sb)
+    config: Any = {"configurable": {"thread_id": "long", "checkpoint_ns": ""}}
+    messages: list[Any] = []
+    version = None
+    latencies: list[float] = []
+    checks = 0
+    cpu0 = time.process_time()
+    for turn in range(1, turns + 1):
+        human = json.loads(message(rng, "human", turn, 200))
+        ai = json.loads(message(rng, "ai", turn, 600))
+        new = [
+            HumanMessage(human["content"], id=human["id"]),
+            AIMessage(ai["content"], id=ai["id"]),
+        ]
+        messages = messages + new  # a new list of the same messages, as add_messages makes
+        t0 = time.perf_counter()
+        version = saver.get_next_version(version, None)
+        checkpoint: Any = {
+            "v": 4,
+            "id": str(uuid6(clock_seq=turn)),
+            "ts": "2026-01-01T00:00:00+00:00",
+            "channel_values": {"messages": messages},
+            "channel_versions": {"messages": version},
+            "versions_seen": {"agent": {"messages": version}},
+            "updated_channels": ["messages"],
+        }
+        metadata: Any = {"source": "loop", "step": turn, "parents": {}}
+        config = saver.put(config, checkpoint, metadata, {"messages": version})
+        latencies.append((time.perf_counter() - t0) * 1000)
+        if turn % 500 == 0 or turn == turns:
+            checks += 1
+            with fresh_client() as client:
+                fresh = SwitchboardSaver(client, namespace=namespace)
+                latest = fresh.get_tuple({"configurable": {"thread_id": "long"}})
+            assert latest is not None
+            assert latest.checkpoint["channel_values"]["messages"] == messages, f"turn {turn}"
+    cpu = time.process_time() - cpu0
+    session = sb.find_session(namespace + "long")
+    return {
+        "session": session.id,
+        "turns": len(latencies),
+        "stopped": "",
+        "requests": counted.requests,
+        "bytes_sent": counted.bytes,
+        "latencies": latencies,
+        "client_cpu_us_per_turn": cpu * 1e6 / max(len(latencies), 1),
+        "checks": checks,
+    }
+
+
 def read_back(client: Any, session_id: str) -> list[bytes]:
     """The newest checkpoint's message list, as a process that remembers nothing reads it."""
     with client:
@@ -206,12 +270,14 @@ def main() -> int:
     try:
         server.wait_ready(key, "/healthz")
         load = os.getloadavg()
-        for variant in ("inline", "blobs"):
+        for variant in ("inline", "blobs", "langgraph"):
             ib.log(f"{variant}: up to {args.turns} turns")
+            fresh = lambda: Client(base, key, timeout=60)  # noqa: E731
             with Client(base, key, timeout=60) as sb, ib.CpuMeter(server, conn, args.db) as meter:
-                result = run_variant(
-                    variant, sb, lambda: Client(base, key, timeout=60), args.turns, args.seed
-                )
+                if variant == "langgraph":
+                    result = run_langgraph(sb, fresh, args.turns, args.seed)
+                else:
+                    result = run_variant(variant, sb, fresh, args.turns, args.seed)
             result["cpu"] = meter.per_request(max(result["requests"], 1))
             result["stored"] = stored_bytes(conn, result["session"])
             results[variant] = result
@@ -225,7 +291,7 @@ def main() -> int:
         f"{load_after[0]:.1f} after ({os.cpu_count()} cores)"
     )
     header = (
-        f"{'variant':<8}{'turns':>6}{'req/turn':>9}{'KB sent/turn':>13}"
+        f"{'variant':<10}{'turns':>6}{'req/turn':>9}{'KB sent/turn':>13}"
         f"{'first100 p50/p95 ms':>21}{'last100 p50/p95 ms':>20}"
         f"{'client CPU µs/turn':>19}{'server+pg CPU ms/req':>22}{'stored MB':>11}"
     )
@@ -235,7 +301,7 @@ def main() -> int:
         first, last = r["latencies"][:100], r["latencies"][-100:]
         stored = sum(r["stored"]) / 1e6
         print(
-            f"{variant:<8}{r['turns']:>6}{r['requests'] / turns:>9.2f}"
+            f"{variant:<10}{r['turns']:>6}{r['requests'] / turns:>9.2f}"
             f"{r['bytes_sent'] / turns / 1024:>13.1f}"
             f"{statistics.median(first):>12.1f}/{ib.pct(first, 0.95):<8.1f}"
             f"{statistics.median(last):>11.1f}/{ib.pct(last, 0.95):<8.1f}"
@@ -244,19 +310,22 @@ def main() -> int:
             f"{stored:>11.1f}"
         )
         if r["stopped"]:
-            print(f"{'':<8}stopped at {r['stopped']}")
+            print(f"{'':<10}stopped at {r['stopped']}")
     blobs = results["blobs"]
-    print(
-        f"blobs: the newest checkpoint read back whole by a fresh client {blobs['checks']} times "
-        f"(every 500 turns and the last); events {blobs['stored'][0] / 1e6:.1f} MB, "
-        f"blobs {blobs['stored'][1] / 1e6:.1f} MB"
-    )
+    for variant in ("blobs", "langgraph"):
+        r = results[variant]
+        print(
+            f"{variant}: the newest checkpoint read back whole by a fresh client {r['checks']} "
+            f"times (every 500 turns and the last); events {r['stored'][0] / 1e6:.1f} MB, "
+            f"blobs {r['stored'][1] / 1e6:.1f} MB"
+        )
     inline = results["inline"]
     if inline["turns"]:
         per_turn = {v: sum(r["stored"]) / max(r["turns"], 1) / 1024 for v, r in results.items()}
         print(
             f"stored per turn: inline {per_turn['inline']:.1f} KB over its {inline['turns']} "
-            f"turns, blobs {per_turn['blobs']:.1f} KB over {blobs['turns']}"
+            f"turns, blobs {per_turn['blobs']:.1f} KB over {blobs['turns']}, langgraph "
+            f"{per_turn['langgraph']:.1f} KB over {results['langgraph']['turns']}"
         )
     return 0
 
