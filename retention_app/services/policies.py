@@ -150,6 +150,13 @@ def _parse_fields(data: dict[str, Any], problems: dict[str, str], prefix: str) -
     return values
 
 
+# The compaction delay as a person names it, in the messages about it.
+_COMPACT_WORDS = {
+    "compact_after": "the time before compaction",
+    "outcome_compact_after": "the kept-longer time before compaction",
+}
+
+
 def _check_order(policy: Policy, problems: dict[str, str], prefix: str) -> None:
     """Deleting before compacting would make compaction pointless, and is almost surely a
     mistake: refused (both set, delete_after shorter than compact_after)."""
@@ -160,7 +167,7 @@ def _check_order(policy: Policy, problems: dict[str, str], prefix: str) -> None:
     for compact, delete in pairs:
         c, d = getattr(policy, compact), getattr(policy, delete)
         if c is not None and d is not None and d < c:
-            problems[f"{prefix}{delete}"] = f"must not be shorter than {compact}"
+            problems[f"{prefix}{delete}"] = f"must not be shorter than {_COMPACT_WORDS[compact]}"
 
 
 @dataclass

@@ -26,6 +26,29 @@ LABELS = {
     "outcome_compact_after": "Kept longer: compact after",
     "outcome_delete_after": "Kept longer: delete after",
 }
+# The read-only page's names for the two kept-longer fields (the durations use LABELS).
+READ_LABELS = {
+    **LABELS,
+    "keep_outcomes": "Keep longer sessions that",
+    "keep_tags": "…or carry one of these tags",
+}
+OUTCOME_WORDS = {
+    "error": "ended with an error",
+    "handoff": "had a handoff",
+    "over_budget": "exceeded their budget",
+}
+
+
+def actor_words(label: str) -> str:
+    """An actor label ("user:alice", "key:ab12", "beat") as a person reads it."""
+    kind, _, name = label.partition(":")
+    if kind == "user" and name:
+        return name
+    if kind == "key" and name:
+        return f"API key {name}…"
+    return "the schedule" if label == "beat" else label
+
+
 # A duration's units, largest first (_in_unit shows a stored one in the first it divides).
 UNITS = {"days": DAY_SECONDS, "hours": 3600, "minutes": 60, "seconds": 1}
 UNIT_CHOICES = [(unit, unit) for unit in UNITS]
@@ -119,6 +142,8 @@ class PolicyForm(forms.Form):
 
 def human(name: str, value: Any) -> str:
     """A policy field's value as the read-only page shows it ("7 days", "36 hours", "never")."""
+    if name == "keep_outcomes":
+        return ", ".join(OUTCOME_WORDS.get(v, v) for v in value) or "—"
     if name in KEPT_FIELDS:
         return ", ".join(value) or "—"
     if value is None:

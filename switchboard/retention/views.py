@@ -37,6 +37,7 @@ from retention_app.services.preview import preview
 from sessions_app.models import Agent, Session
 from switchboard.retention.forms import (
     LABELS,
+    READ_LABELS,
     BaseAgentOverrideFormSet,
     HoldForm,
     LiftForm,
@@ -65,6 +66,7 @@ def live_context(project_id: int) -> dict[str, Any]:
             for h in [round(80 * n / top)]
         ],
         "chart_width": 10 * len(days),
+        "anything_freed": any(n for _, n in days),
         "holds": list(standing_holds(project_id)),
     }
 
@@ -96,9 +98,17 @@ def _page(request: HttpRequest, membership: Membership, **extra: Any) -> dict[st
         {
             "policy": document,
             "overrides": overrides,
-            "policy_rows": [(name, human(name, document[name])) for name in POLICY_FIELDS],
+            "policy_rows": [
+                (READ_LABELS[name], human(name, document[name])) for name in POLICY_FIELDS
+            ],
             "agent_rules": [
-                (agent, [(name, human(name, value)) for name, value in fields_set.items()])
+                (
+                    agent,
+                    [
+                        (READ_LABELS.get(name, name), human(name, value))
+                        for name, value in fields_set.items()
+                    ],
+                )
                 for agent, fields_set in document["agents"].items()
             ],
             "form": extra.pop("form", None) or PolicyForm.for_policy(document),

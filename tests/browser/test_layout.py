@@ -11,9 +11,9 @@ from playwright.sync_api import expect
 from core.models import Project
 from handoffs_app.models import Handoff
 from sessions_app.services.events import EventDraft
+from tasks_app.models import Task
 from tests.browser.conftest import sign_in
 from tests.dashboard.conftest import append
-from tasks_app.models import Task
 from tests.factories import make_session, make_task
 
 pytestmark = pytest.mark.django_db(transaction=True)

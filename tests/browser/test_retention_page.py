@@ -4,6 +4,7 @@ Celery worker takes them (and the chart); with the broker down the page says so.
 also updates live on a second, viewer's page. A viewer reads the policy without a form. No
 console errors."""
 
+import re
 import uuid
 from datetime import timedelta
 
@@ -114,9 +115,35 @@ def test_a_viewer_reads_the_policy_and_sees_runs_arrive_live(team: Team, live_ur
     sign_in(page, live_url, team.viewer.username)
     page.goto(f"{live_url}/p/{team.project.pk}/retention/")
     expect(page.locator("#policy-form")).to_have_count(0)
-    expect(page.locator("table.policy-read")).to_contain_text("compact_after")
+    expect(page.locator("table.policy-read")).to_contain_text("Compact closed sessions after")
     expect(page.get_by_role("button", name="Run retention now")).to_have_count(0)
     page.wait_for_function("document.querySelector('[ws-connect]') !== null")
     page.wait_for_timeout(500)  # the socket joins its group
     run = run_job_for_project("compact_sessions", team.project.pk, trigger="tests")
     expect(page.locator(f"#run-{run.pk}")).to_be_visible(timeout=10_000)
+
+
+def test_a_viewer_reads_human_words_and_an_empty_chart_says_so(
+    team: Team, live_url, page, screenshot
+):
+    """Labels, not field names; "run by <name>", not "user:<name>"; and, with nothing freed
+    in the chart's days, a sentence instead of an empty box."""
+    RetentionRun.objects.create(
+        project=team.project, job="compact_sessions", trigger=f"user:{team.admin.username}"
+    )
+    sign_in(page, live_url, team.viewer.username)
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.goto(f"{live_url}/p/{team.project.pk}/retention/")
+        policy = page.locator("table.policy-read")
+        expect(policy).to_contain_text("Close idle sessions after")
+        expect(policy).to_contain_text("Keep longer sessions that")
+        heading = policy.locator("th").first
+        assert heading.evaluate("el => getComputedStyle(el).textTransform") == "none"
+        screenshot(f"retention-viewer-{width}")
+    text = page.locator("main").inner_text()
+    for raw in ("close_idle_after", "CLOSE_IDLE_AFTER", "compact_after", "keep_outcomes", "user:"):
+        assert raw not in text, raw
+    expect(page.locator("table.runs")).to_contain_text(f"run by {team.admin.username}")
+    expect(page.locator("#freed-none")).to_have_text(re.compile("Nothing freed yet"))
+    expect(page.locator(".freed-chart")).to_have_count(0)

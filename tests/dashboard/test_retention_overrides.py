@@ -200,7 +200,7 @@ def test_a_viewer_reads_the_overrides_in_human_units(team: Team, agents):
     page = team.client("viewer").get(reverse("dashboard:retention", args=[team.project.pk]))
     body = page.content.decode()
     assert 'id="policy-form"' not in body
-    assert "compact_after: 36 hours; delete_after: never" in body
+    assert "Compact closed sessions after: 36 hours; Delete archived sessions after: never" in body
 
 
 class FormData(HTMLParser):
