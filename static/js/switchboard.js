@@ -41,10 +41,28 @@
     var header = document.querySelector("[data-head-seq]");
     if (!header) return;
     var head = header.getAttribute("data-head-seq");
-    document.querySelectorAll("input[data-follow-head]").forEach(function (el) { el.max = head; });
+    // Live (no moment shown), a seq input that stood at the head moves on with it; one the
+    // person moved elsewhere stays where they put it.
+    var moment = document.getElementById("moment");
+    var live = !moment || !moment.getAttribute("data-at");
+    document.querySelectorAll("input[data-follow-head]").forEach(function (el) {
+      var atHead = el.value === el.max;
+      el.max = head;
+      if (live && atHead && document.activeElement !== el) el.value = head;
+    });
     document.querySelectorAll("[data-head-count]").forEach(function (el) {
       if (el.textContent !== head) el.textContent = head;
     });
+    // The working-state inspector, live at the head: fetched again at the new head.
+    var inspector = document.querySelector("#inspector[data-follow-url]");
+    if (live && inspector && inspector.getAttribute("data-seq") !== head && !inspector.hasAttribute("data-fetching") && window.htmx) {
+      inspector.setAttribute("data-fetching", "");
+      htmx.ajax("GET", inspector.getAttribute("data-follow-url") + "?at_seq=" + encodeURIComponent(head),
+        {target: "#inspector", swap: "outerHTML"}).finally(function () {
+        var now = document.getElementById("inspector");
+        if (now) now.removeAttribute("data-fetching");
+      });
+    }
   }
   ["htmx:oobAfterSwap", "htmx:afterSwap", "htmx:afterSettle", "htmx:wsAfterMessage"].forEach(function (name) {
     document.addEventListener(name, followHead);

@@ -204,6 +204,11 @@ def test_every_count_on_the_page_follows_the_live_log(
         expect(page.locator("#at-seq-number")).to_have_attribute("max", str(head))
         expect(page.locator("#id_seq")).to_have_attribute("max", str(head))
         expect(page.locator("#event-log article.event")).to_have_count(head)
+        # Live, the time-travel slider and seq box stand at the head, and the working state
+        # is the head's, not the head of page load (issue 26).
+        expect(page.locator("#at-seq-range")).to_have_value(str(head))
+        expect(page.locator("#at-seq-number")).to_have_value(str(head))
+        expect(page.locator("#inspector")).to_contain_text(f"As of seq {head} (the head")
 
     expect_head(6)
     page.fill("#pause-reason", "a look")
@@ -218,6 +223,7 @@ def test_every_count_on_the_page_follows_the_live_log(
     append(session, message("Back to it."), fact("refund_status", "approved"))
     expect_head(after_actions + 2)
     expect(page.locator("#facts-panel")).to_contain_text("refund_status")
+    expect(page.locator("#inspector")).to_contain_text("refund_status")
     screenshot("walk-counts-follow-live")
 
 
