@@ -1,7 +1,11 @@
 from django.urls import path
 
 from switchboard.console.consumers import AuditLogConsumer
-from switchboard.handoffs.consumers import HandoffConsumer, HandoffQueueConsumer
+from switchboard.handoffs.consumers import (
+    HandoffConsumer,
+    HandoffNavConsumer,
+    HandoffQueueConsumer,
+)
 from switchboard.overview.consumers import ProjectConsumer
 from switchboard.retention.consumers import RetentionConsumer
 from switchboard.sessions.consumers import SessionConsumer
@@ -19,6 +23,8 @@ websocket_urlpatterns = [
     # The handoff queue (?<its filters and cursor>) and one handoff's workspace.
     path("ws/projects/<int:project_id>/handoffs/", HandoffQueueConsumer.as_asgi()),
     path("ws/handoffs/<uuid:handoff_id>/", HandoffConsumer.as_asgi()),
+    # The navigation's handoff count on every other page of a project.
+    path("ws/projects/<int:project_id>/nav/", HandoffNavConsumer.as_asgi()),
     # The audit log (admins; ?<its filters and cursor>).
     path("ws/projects/<int:project_id>/audit/", AuditLogConsumer.as_asgi()),
     # The retention page (runs, chart, holds).

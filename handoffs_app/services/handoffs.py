@@ -245,9 +245,22 @@ def request_handoff(
 
 # --- Claims and leases -------------------------------------------------------------------
 
+LEASE_ACTOR = Actor.system("handoff-lease")
+
+
+def _lapsed(locked: Handoff, now: Any) -> bool:
+    """Claimed or taken over under a lease that ran out (an answered one is handed back by
+    the lease job instead: the agent has its answer)."""
+    return (
+        locked.status in (HandoffStatus.CLAIMED, HandoffStatus.TAKEN_OVER)
+        and locked.lease_expires_at is not None
+        and locked.lease_expires_at <= now
+    )
+
 
 def claim_handoff(handoff: Handoff, *, user: "User") -> Handoff:
-    """Claim an open handoff for `user` (an operator of its project) under a lease.
+    """Claim an open handoff for `user` (an operator of its project) under a lease. A claim
+    whose lease ran out (not yet swept by the lease job) is lapsed first, as the job would.
 
     Invariant 7: the claim is one conditional UPDATE (`status = 'open'`), so of any number of
     concurrent claims exactly one changes the row; the others raise HandoffAlreadyClaimed (409)
@@ -266,6 +279,18 @@ def claim_handoff(handoff: Handoff, *, user: "User") -> Handoff:
             updated_at=now,
         )
         locked = lock_handoff(handoff.pk)
+        if not won and _lapsed(locked, now):
+            # A lease that ran out before the lease job swept it: lapse it here (the same
+            # record and event as the job's), so a lost claim can be taken at once.
+            return_to_queue_locked(locked, actor=LEASE_ACTOR, lapsed=True)
+            won = Handoff.objects.filter(pk=handoff.pk, status=HandoffStatus.OPEN).update(
+                status=HandoffStatus.CLAIMED,
+                lease_holder=user,
+                lease_expires_at=now + sla.lease,
+                claimed_at=now,
+                updated_at=now,
+            )
+            locked = lock_handoff(handoff.pk)
         if not won:
             if locked.status in LEASED_STATUSES:
                 raise HandoffAlreadyClaimed(

@@ -15,10 +15,9 @@ from core.actors import Actor
 
 from ..domain_events import HandoffExpired, HandoffOverdue
 from ..models import LEASED_STATUSES, UNANSWERED_STATUSES, Handoff, HandoffStatus, Priority
-from .handoffs import hand_back_locked, return_to_queue_locked
+from .handoffs import LEASE_ACTOR, hand_back_locked, return_to_queue_locked
 from .records import event_fields, lock_session, record_step
 
-LEASE_ACTOR = Actor.system("handoff-lease")
 SLA_ACTOR = Actor.system("handoff-sla")
 
 

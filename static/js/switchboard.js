@@ -123,15 +123,98 @@
     document.querySelectorAll('[form="' + form.id + '"]').forEach(function (field) {
       if (field.matches("textarea, input[type=text], input:not([type])")) field.value = "";
       if (field.matches("input[type=radio], input[type=checkbox]")) field.checked = false;
+      if (field.matches("[data-draft][id]")) forgetDraft(field);
     });
   });
 
+  // Drafts: a field marked data-draft keeps what is typed in sessionStorage (per page and
+  // field), so it survives a lost claim (its panel re-rendered without it), a refused send, a
+  // reload and a re-claim; it comes back whenever the field does. Sent: forgotten.
+  function draftKey(field) { return "switchboard.draft:" + location.pathname + "#" + field.id; }
+  function forgetDraft(field) { try { sessionStorage.removeItem(draftKey(field)); } catch (err) { /* storage off */ } }
+  document.addEventListener("input", function (e) {
+    if (!e.target.matches || !e.target.matches("[data-draft][id]")) return;
+    try { sessionStorage.setItem(draftKey(e.target), e.target.value); } catch (err) { /* storage off */ }
+  });
+  function restoreDrafts() {
+    document.querySelectorAll("[data-draft][id]").forEach(function (field) {
+      var kept = null;
+      try { kept = sessionStorage.getItem(draftKey(field)); } catch (err) { return; }
+      if (kept !== null && field.value !== kept && field !== document.activeElement) field.value = kept;
+    });
+  }
+
+  // The lease keeper (the handoff workspace): while #handoff-holder says the lease is this
+  // user's, fire #lease-keeper every data-renew-every seconds (a third of the server's lease);
+  // each render of #handoff-holder tells how long the lease has left, and when that time passes
+  // with no newer render (renewals refused or not getting through) the claim shows as lost at
+  // once, with its Claim button, and one more renewal asks the server for the page as it is.
+  var lease = { every: 0, timer: null, expiry: null };
+  function leaseStop() {
+    clearInterval(lease.timer);
+    clearTimeout(lease.expiry);
+    lease.timer = lease.expiry = null;
+    lease.every = 0;
+  }
+  function leaseRenew() {
+    var keeper = document.getElementById("lease-keeper");
+    if (keeper && window.htmx) window.htmx.trigger(keeper, "lease-renew");
+  }
+  function leaseLost() {
+    leaseStop();
+    document.querySelectorAll("[data-lease-lost]").forEach(function (el) { el.hidden = false; });
+    document.querySelectorAll("[data-lease-held]").forEach(function (el) { el.hidden = true; });
+    leaseRenew();
+  }
+  function leaseSync() {
+    var keeper = document.getElementById("lease-keeper");
+    var holder = document.getElementById("handoff-holder");
+    if (!keeper || !holder || holder.getAttribute("data-lease-mine") !== "true") {
+      leaseStop();
+      return;
+    }
+    if (holder.hasAttribute("data-lease-counted")) return;  // this render is counted already
+    holder.setAttribute("data-lease-counted", "");
+    var every = parseFloat(keeper.getAttribute("data-renew-every")) * 1000;
+    if (!lease.timer || lease.every !== every) {
+      clearInterval(lease.timer);
+      lease.every = every;
+      lease.timer = setInterval(leaseRenew, every);
+    }
+    clearTimeout(lease.expiry);
+    var left = parseFloat(holder.getAttribute("data-lease-remaining")) * 1000;
+    lease.expiry = setTimeout(leaseLost, isNaN(left) ? 0 : left);
+  }
+  function workspaceSettled() { leaseSync(); restoreDrafts(); }
+  document.addEventListener("DOMContentLoaded", workspaceSettled);
+  ["htmx:afterSettle", "htmx:oobAfterSwap", "htmx:wsAfterMessage"].forEach(function (name) {
+    document.addEventListener(name, workspaceSettled);
+  });
+  // A tab in the background may have its timers slowed: renew as soon as it is seen again.
+  document.addEventListener("visibilitychange", function () {
+    if (document.visibilityState === "visible" && lease.timer) leaseRenew();
+  });
+
+  // <button data-confirm="Question?" form="…"> asks before its (htmx) form is sent: the
+  // question says what this button does (the workspace's hand back, release).
+  document.addEventListener("htmx:confirm", function (e) {
+    var trigger = e.detail && e.detail.triggeringEvent;
+    var button = trigger && trigger.submitter;
+    var question = button && button.getAttribute && button.getAttribute("data-confirm");
+    if (!question) return;
+    e.preventDefault();
+    if (window.confirm(question)) e.detail.issueRequest(true);
+  });
+
   // Websocket status dot. A dot marked data-live-partial (the server hears only its own
-  // changes: templates/_live_status.html) never claims to be live; its title says why.
-  document.addEventListener("htmx:wsOpen", function () {
+  // changes: templates/_live_status.html) never claims to be live; its title says why. The
+  // navigation's own socket (data-live-nav) says nothing about the page's feed.
+  document.addEventListener("htmx:wsOpen", function (e) {
+    if (e.target && e.target.closest && e.target.closest("[data-live-nav]")) return;
     document.querySelectorAll(".live-dot:not([data-live-partial])").forEach(function (d) { d.classList.add("on"); d.title = "Live"; });
   });
-  document.addEventListener("htmx:wsClose", function () {
+  document.addEventListener("htmx:wsClose", function (e) {
+    if (e.target && e.target.closest && e.target.closest("[data-live-nav]")) return;
     document.querySelectorAll(".live-dot:not([data-live-partial])").forEach(function (d) { d.classList.remove("on"); d.title = "Reconnecting…"; });
   });
 

@@ -30,7 +30,7 @@ from handoffs_app.access import get_handoff_for_user
 from handoffs_app.domain_events import handoff_group
 from switchboard.handoffs.context import queue_context
 from switchboard.handoffs.forms import QueueFilterForm
-from switchboard.handoffs.views import QUEUE_PAGE, NavCounts, workspace_frame
+from switchboard.handoffs.views import QUEUE_PAGE, NavCounts, nav_counts, workspace_frame
 
 WORKSPACE_PARTS = [
     "handoff-header",
@@ -107,6 +107,48 @@ class HandoffQueueConsumer(LiveListConsumer):
 
     def open_stream(self, user: Any, project_id: int, query: str) -> Any:
         return QueueStream.open(user, project_id, query)
+
+    async def other_event(self, message: dict[str, Any]) -> None:
+        if str(message.get("type", "")).startswith("handoff."):
+            await self.changed(message)
+
+
+@dataclass
+class NavStream:
+    """The navigation's count of waiting handoffs, on every page of a project (the queue page's
+    own feed carries it there): re-counted once per flush after any handoff step."""
+
+    user: Any
+    project_id: int
+    changed: bool = False
+
+    def note(self, kind: str, handoff_id: str) -> bool:
+        self.changed = True
+        return True
+
+    def take(self) -> tuple[set[str], set[str]]:
+        self.changed = False
+        return set(), set()
+
+    def flush(self, changed: set[str], created: set[str]) -> str:
+        try:
+            require_role(self.user, self.project_id)
+        except DomainError:
+            raise AccessLost from None
+        context = {"handoff_nav": nav_counts(self.project_id), "oob": True}
+        return render_to_string("_base.html#nav-handoff-count", context)
+
+
+class HandoffNavConsumer(LiveListConsumer):
+    """ws/projects/<id>/nav/ (templates/_base.html: every project page but the queue's)."""
+
+    listing = "handoffs"
+    id_field = "handoff_id"
+    flush_seconds = 0.3
+
+    def open_stream(self, user: Any, project_id: int, query: str) -> Any:
+        require_role(user, project_id)
+        return NavStream(user=user, project_id=project_id)
 
     async def other_event(self, message: dict[str, Any]) -> None:
         if str(message.get("type", "")).startswith("handoff."):

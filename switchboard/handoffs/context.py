@@ -24,6 +24,7 @@ from handoffs_app.queries import (
     queue_counts,
     queue_page,
 )
+from handoffs_app.services.records import sla_for
 from sessions_app.models import EventKind, Session
 from sessions_app.queries import slice_events
 from sessions_app.services.state import FoldedState, merge_patch, state_at, state_or_unreadable
@@ -245,6 +246,14 @@ def workspace_context(
     )
     roles = role_context(membership)
     allowed = set(data["allowed_answers"])
+    # Claimed or taken over under a lease that ran out: anyone may claim it now (the service
+    # lapses it first), its holder included.
+    lapsed = (
+        handoff.status in (HandoffStatus.CLAIMED, HandoffStatus.TAKEN_OVER)
+        and handoff.lease_expires_at is not None
+        and handoff.lease_expires_at <= now
+    )
+    lease_seconds = sla_for(handoff.project_id).lease_seconds
     context = {
         "handoff": handoff,
         "data": data,
@@ -253,7 +262,16 @@ def workspace_context(
         "sla": sla_level(handoff, now),
         "is_holder": is_holder,
         "is_active": handoff.is_active,
-        "can_claim": roles["can_operate"] and handoff.status == HandoffStatus.OPEN,
+        "can_claim": roles["can_operate"] and (handoff.status == HandoffStatus.OPEN or lapsed),
+        "lost_claim": lapsed and handoff.lease_holder_id == user.pk,
+        # The workspace renews well inside the lease (a third of it: two renewals may fail
+        # before it lapses), and says so at once when the lease is gone.
+        "renew_every": max(1, lease_seconds // 3),
+        "lease_remaining": (
+            max(0.0, (handoff.lease_expires_at - now).total_seconds())
+            if is_holder and handoff.lease_expires_at
+            else 0
+        ),
         "can_answer": is_holder and handoff.status == HandoffStatus.CLAIMED,
         "allowed": allowed,
         "can_work": is_holder,

@@ -20,11 +20,13 @@ from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
+from django_htmx.http import reswap
 
 from core.errors import InvalidInput
 from core.models import Membership, Role
 from core.pages import base_context, cursor_links, form_errors, htmx_partial_for, project_for
 from handoffs_app.access import get_handoff_for_user
+from handoffs_app.errors import HandoffNotActive, NotLeaseHolder
 from handoffs_app.models import Handoff
 from handoffs_app.queries import queue_counts
 from handoffs_app.services import handoffs as services
@@ -168,6 +170,15 @@ def _renew(request: HttpRequest, h: Handoff) -> Outcome:
     return None
 
 
+def _renewed(request: HttpRequest, handoff: Handoff, membership: Membership) -> HttpResponse:
+    """The renewed lease as the header shows it (its new end, and the time left that the
+    page's lease keeper counts down); the rest of the page, an action's message, stays."""
+    handoff, membership = get_handoff_for_user(request.user, handoff.pk)
+    context = {**workspace_context(handoff, membership, request.user), "oob": True}
+    response = render(request, f"{WORKSPACE_PAGE}#handoff-header", context)
+    return reswap(response, "none")  # type: ignore[arg-type]
+
+
 def _reassign(request: HttpRequest, h: Handoff) -> Outcome:
     form = ReassignForm(operators_of(h.project_id), request.POST)
     _valid(form)
@@ -276,12 +287,24 @@ ACTIONS: dict[str, tuple[str, str, Callable[[HttpRequest, Handoff], Outcome]]] =
 def handoff_action(request: HttpRequest, handoff_id: str, action: str) -> HttpResponse:
     _, minimum, handler = ACTIONS[action]
     handoff, membership = get_handoff_for_user(request.user, handoff_id, minimum)
+    htmx = bool(request.htmx)  # type: ignore[attr-defined]
     try:
         outcome = handler(request, handoff)
     except BadForm as bad:
         return _bad_input(request, bad.errors)
-    htmx = bool(request.htmx)  # type: ignore[attr-defined]
+    except (NotLeaseHolder, HandoffNotActive) as refused:
+        if not htmx:
+            raise
+        # The claim is gone (lapsed, taken, over): say so with the page as it now is (a Claim
+        # button when it can be claimed again); the forms keep what was typed.
+        handoff, membership = get_handoff_for_user(request.user, handoff.pk)
+        context = workspace_context(handoff, membership, request.user)
+        context["action_error"] = f"{refused.message} Nothing was sent; what you typed is kept."
+        context["handoff_nav"] = nav_counts(handoff.project_id)
+        return render(request, f"{WORKSPACE_PAGE}#action-result", context, status=409)
     if outcome is None:
+        if htmx and action == "renew":
+            return _renewed(request, handoff, membership)
         return (
             HttpResponse(status=204) if htmx else redirect("dashboard:handoff_detail", handoff.pk)
         )

@@ -179,6 +179,7 @@ def test_two_operators_and_an_agent_through_approval_and_takeover(
         expect(page_b.locator("#handoff-status")).to_have_text("Answered", timeout=LIVE_MS)
 
         page_a.fill("#hand-back-reason", "Refund half, as edited.")
+        page_a.once("dialog", lambda dialog: dialog.accept())  # "Hand the session back …?"
         page_a.click("#hand-back-button")
         expect(page_a.locator("#handoff-status")).to_have_text("Handed back")
         shot(page_a, "handoff-workspace-handed-back")
@@ -237,7 +238,7 @@ def test_the_handoff_pages_work_under_the_policy_with_no_violation(team: Team, l
     page.goto(f"{live_url}/handoffs/{handoff['id']}/")
     expect(page.locator(".live-dot.on")).to_be_attached()
     page.click("#claim-button")
-    expect(page.locator("[data-heartbeat]")).to_be_attached()
+    expect(page.locator('#handoff-holder[data-lease-mine="true"]')).to_be_attached()
     page.fill("#edit-args", '{"order": "A-1001"}')
     page.click("#preview-edit-button")
     expect(page.locator("#preview-diff .diff-del")).not_to_have_count(0)

@@ -261,20 +261,72 @@ def test_the_holders_page_renews_the_lease_and_renew_extends_it(team, approval):
     op.post(url("handoff_claim", approval))
     body = op.get(url("handoff_detail", approval)).content.decode()
     renew = url("handoff_renew", approval)
-    assert f'hx-post="{renew}" hx-trigger="every 60s" hx-swap="none" data-heartbeat' in body
-    # Viewers and other operators get no heartbeat.
+    # The keeper fires at a third of the project's lease (15 minutes by default).
+    assert f'id="lease-keeper" hidden hx-post="{renew}" hx-trigger="lease-renew"' in body
+    assert 'data-renew-every="300"' in body
+    assert 'data-lease-mine="true"' in body
+    # Other operators are not counting down a lease of theirs.
     assert (
-        "data-heartbeat"
+        "data-lease-mine"
         not in team.client("admin").get(url("handoff_detail", approval)).content.decode()
     )
     Handoff.objects.filter(pk=approval.pk).update(
         lease_expires_at=timezone.now() + timedelta(seconds=30)
     )
-    assert op.post(renew, headers=HTMX).status_code == 204
+    renewed = op.post(renew, headers=HTMX)
+    # The header with the lease's new end, swapped out of band; nothing else on the page moves.
+    assert renewed.status_code == 200 and renewed["HX-Reswap"] == "none"
+    assert 'id="handoff-header" hx-swap-oob="true"' in renewed.content.decode()
     left = Handoff.objects.get(pk=approval.pk).lease_expires_at - timezone.now()
     assert left > timedelta(minutes=14)
     # Someone else's heartbeat is refused and changes nothing.
     assert team.client("admin").post(renew, headers=HTMX).status_code == 409
+
+
+def test_it_renews_at_a_third_of_the_projects_lease(team, approval):
+    from handoffs_app.models import HandoffSettings
+
+    HandoffSettings.objects.create(project=team.project, lease_seconds=60)
+    op = team.client("operator")
+    op.post(url("handoff_claim", approval))
+    assert 'data-renew-every="20"' in op.get(url("handoff_detail", approval)).content.decode()
+
+
+def test_a_lapsed_claim_shows_claim_and_a_refused_answer_says_why(team, question):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    op = team.client("operator")
+    op.post(url("handoff_claim", question))
+    Handoff.objects.filter(pk=question.pk).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    # The renewal is refused with the page as it is: the claim is lost, Claim is offered.
+    refused = op.post(url("handoff_renew", question), headers=HTMX)
+    body = refused.content.decode()
+    assert refused.status_code == 409
+    assert 'id="claim-button"' in body and "Your claim has lapsed" in body
+    assert "what you typed is kept" in body
+    # So is a send: nothing written, the same page.
+    sent = op.post(url("handoff_respond", question), {"text": "Yes"}, headers=HTMX)
+    assert sent.status_code == 409 and 'id="claim-button"' in sent.content.decode()
+    assert Handoff.objects.get(pk=question.pk).answer is None
+    # Claim again (before the lease job swept it): held anew, and the answer goes through.
+    op.post(url("handoff_claim", question), headers=HTMX)
+    assert op.post(url("handoff_respond", question), {"text": "Yes"}).status_code == 302
+    assert Handoff.objects.get(pk=question.pk).status == HandoffStatus.ANSWERED
+
+
+def test_release_and_hand_back_say_what_they_do(team, approval):
+    op = team.client("operator")
+    op.post(url("handoff_claim", approval))
+    body = op.get(url("handoff_detail", approval)).content.decode()
+    assert ">Hand back to the agent</button>" in body and ">Release the claim</button>" in body
+    assert "nothing is sent to the agent" in body
+    op.post(url("handoff_take_over", approval))
+    body = op.get(url("handoff_detail", approval)).content.decode()
+    assert "Your take-over ends with it: the agent may write in the session again" in body
 
 
 def test_release_puts_it_back_in_the_queue(team, approval):

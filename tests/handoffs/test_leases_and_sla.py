@@ -7,7 +7,7 @@ import time_machine
 from django.utils import timezone
 
 from core.models import OutboxMessage
-from handoffs_app.errors import NotLeaseHolder
+from handoffs_app.errors import HandoffAlreadyClaimed, NotLeaseHolder
 from handoffs_app.models import HandoffSettings
 from handoffs_app.services import handoffs as svc
 from handoffs_app.services.jobs import enforce_sla_batch, expire_leases_batch
@@ -158,3 +158,21 @@ def test_outbox_rows_name_their_webhook(project, session):
         ("handoff.answered", "handoff.answered"),
         ("handoff.handed_back", None),
     ]
+
+
+def test_a_lapsed_claim_is_claimed_at_once_before_the_job_sweeps_it(project, session):
+    alice, bob = operator(project), operator(project)
+    with time_machine.travel(timezone.now(), tick=False) as clock:
+        handoff = ask(session, kind="takeover")
+        svc.claim_handoff(handoff, user=alice)
+        svc.take_over(handoff, user=alice)
+        with pytest.raises(HandoffAlreadyClaimed):
+            svc.claim_handoff(handoff, user=bob)  # alice's lease is live
+        clock.shift(timedelta(minutes=16))
+        svc.claim_handoff(handoff, user=bob)  # lapsed: lapsed first, as the job would
+        assert expire_leases_batch() == 0
+    handoff.refresh_from_db()
+    session.refresh_from_db()
+    assert (handoff.status, handoff.lease_holder_id) == ("claimed", bob.pk)
+    assert session.taken_over_by == ""  # the lapse ended alice's take-over
+    assert steps(session)[-3:] == ["taken_over", "lease_expired", "claimed"]
