@@ -271,25 +271,25 @@ def claim_handoff(handoff: Handoff, *, user: "User") -> Handoff:
     sla = sla_for(handoff.project_id)
     with transaction.atomic():
         now = timezone.now()
-        won = Handoff.objects.filter(pk=handoff.pk, status=HandoffStatus.OPEN).update(
-            status=HandoffStatus.CLAIMED,
-            lease_holder=user,
-            lease_expires_at=now + sla.lease,
-            claimed_at=now,
-            updated_at=now,
-        )
+
+        def take() -> bool:
+            return bool(
+                Handoff.objects.filter(pk=handoff.pk, status=HandoffStatus.OPEN).update(
+                    status=HandoffStatus.CLAIMED,
+                    lease_holder=user,
+                    lease_expires_at=now + sla.lease,
+                    claimed_at=now,
+                    updated_at=now,
+                )
+            )
+
+        won = take()
         locked = lock_handoff(handoff.pk)
         if not won and _lapsed(locked, now):
             # A lease that ran out before the lease job swept it: lapse it here (the same
             # record and event as the job's), so a lost claim can be taken at once.
             return_to_queue_locked(locked, actor=LEASE_ACTOR, lapsed=True)
-            won = Handoff.objects.filter(pk=handoff.pk, status=HandoffStatus.OPEN).update(
-                status=HandoffStatus.CLAIMED,
-                lease_holder=user,
-                lease_expires_at=now + sla.lease,
-                claimed_at=now,
-                updated_at=now,
-            )
+            won = take()
             locked = lock_handoff(handoff.pk)
         if not won:
             if locked.status in LEASED_STATUSES:
