@@ -421,3 +421,40 @@ def test_the_right_pane_stays_in_view_while_the_log_scrolls(team: Team, session,
     assert side.evaluate("el => getComputedStyle(el).position") == "static"
     split = page.locator(".session-split")
     assert split.evaluate("el => el.scrollWidth <= el.clientWidth")
+
+
+def test_a_shared_moment_link_on_a_phone_shows_the_moment_and_back_to_live_together(
+    team: Team, session, live_url, page, screenshot
+):
+    """Issue 26: at 390 px a `?at=` link scrolls to its event; "Showing seq N … Back to live"
+    is on screen with it (not ~1,600 px below, after the log), and covers no part of the row."""
+    append(session, *[message(f"message {i}") for i in range(44)])  # 50 rows: a long log
+    sign_in(page, live_url, team.viewer.username)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{live_url}/sessions/{session.pk}/?at=20")
+    row = page.locator("#event-20")
+    expect(row).to_be_in_viewport()
+    page.wait_for_timeout(300)  # the scroll to the moment settles
+    back = page.locator("#back-to-live")
+    expect(back).to_be_in_viewport()
+    expect(page.locator("#moment")).to_contain_text("Showing seq 20")
+    bar, row_box = page.locator("#moment").bounding_box(), row.bounding_box()
+    assert bar["y"] + bar["height"] <= row_box["y"] + 1, (bar, row_box)  # the row is uncovered
+    assert bar["width"] <= 390 and page.evaluate(
+        "document.documentElement.scrollWidth <= window.innerWidth"
+    )
+    # What the phone shows (the window, not the whole page).
+    page.screenshot(path=str(screenshot("moment-link-390")), full_page=False)
+    # At the top of the page the bar hides none of the header.
+    page.evaluate("window.scrollTo(0, 0)")
+    header = page.locator("#session-header").bounding_box()
+    assert header["y"] >= page.locator("#moment").bounding_box()["height"] - 1
+    page.screenshot(path=str(screenshot("moment-link-390-top")), full_page=False)
+    back.click()
+    expect(page.locator("#moment")).to_contain_text("Live: the page follows")
+    expect(page.locator("#back-to-live")).to_have_count(0)
+    # Wide, the card stays in the side pane, in its place.
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(f"{live_url}/sessions/{session.pk}/?at=20")
+    assert page.locator("#moment").evaluate("el => getComputedStyle(el).position") == "static"
+    screenshot("moment-link-1280")
