@@ -135,8 +135,13 @@ _IPV4_INSIDE = (
 # Full stops a resolver or an IDNA encoder reads as "." (IDNA's label separators).
 _DOTS = str.maketrans({"\u3002": ".", "\uff0e": ".", "\uff61": "."})
 _HOST_NAME = re.compile(r"[a-z0-9_-]+(?:\.[a-z0-9_-]+)*")
-_INTERNAL = "Webhooks cannot be sent to this machine or an internal name."
-_PRIVATE = "Webhooks cannot be sent to a loopback, private or reserved address."
+# Named in the refusal: a developer pointing a webhook at their own machine learns the switch.
+_ALLOW_HINT = (
+    " In development, set SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE_TARGETS=true in the server's"
+    " environment to allow it."
+)
+_INTERNAL = "Webhooks cannot be sent to this machine or an internal name." + _ALLOW_HINT
+_PRIVATE = "Webhooks cannot be sent to a loopback, private or reserved address." + _ALLOW_HINT
 
 
 def _refused_address(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:

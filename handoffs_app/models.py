@@ -212,6 +212,10 @@ class HandoffSettings(models.Model):
     lease_seconds = models.PositiveIntegerField(default=15 * 60)
     updated_at = models.DateTimeField(auto_now=True)
 
+    class Meta:
+        verbose_name = "handoff settings"
+        verbose_name_plural = "handoff settings"  # not Django's default "settingss"
+
     def __str__(self) -> str:
         return f"handoff SLA of project {self.project_id}"
 

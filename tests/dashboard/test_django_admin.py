@@ -315,3 +315,10 @@ def test_a_handoffs_page_links_its_workspace_and_settings_point_at_the_console(s
     assert reverse("dashboard:project_settings", args=[data["project"].pk]).encode() in (
         page.content
     )
+
+
+def test_the_admin_index_spells_every_model_name(staff):
+    """Django's default plural appends an s: "Handoff settingss". Each is named by hand."""
+    page = staff.get(reverse("admin:index")).content.decode()
+    assert "Handoff settings" in page
+    assert "settingss" not in page.lower()

@@ -252,3 +252,12 @@ def test_user_content_is_escaped(team: Team):
     html = team.client("admin").get(url("webhooks", team.project.pk)).content.decode()
     assert "<script>alert(1)" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+@pytest.mark.parametrize("target", ["http://127.0.0.1:9000/hook", "http://localhost:8000/"])
+def test_a_refused_local_target_names_the_setting_that_allows_it(team: Team, settings, target):
+    settings.SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE_TARGETS = False
+    data = {"url": target, "events": "session.paused"}
+    response = team.client("admin").post(url("webhook_create", team.project.pk), data)
+    assert response.status_code == 400
+    assert "SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE_TARGETS=true" in response.content.decode()
