@@ -155,3 +155,24 @@ def test_the_workspace_and_the_task_page_stack_their_columns_at_phone_width(
         # Stacked: each next column starts below the one before.
         for upper, lower in zip(boxes, boxes[1:], strict=False):
             assert lower["y"] >= upper["y"] + upper["height"] - 1, (name, boxes)
+
+
+def test_every_page_has_the_switchboard_icon(live_url, page, screenshot):
+    """The tab shows an icon: the page links an SVG favicon, and it loads."""
+    page.goto(f"{live_url}/accounts/login/")
+    icon = page.locator("link[rel=icon]")
+    href = icon.get_attribute("href")
+    assert href and href.endswith(".svg"), href
+    response = page.request.get(live_url + href)
+    assert response.status == 200
+    assert response.headers["content-type"].startswith("image/svg+xml")
+    assert b"<svg" in response.body()
+    page.set_content(
+        f'<img src="{live_url}{href}" width="64"> <img src="{live_url}{href}" width="16">'
+    )
+    page.wait_for_function("[...document.images].every(i => i.complete && i.naturalWidth > 0)")
+    page.screenshot(
+        path=str(screenshot("favicon")),
+        full_page=False,
+        clip={"x": 0, "y": 0, "width": 120, "height": 80},
+    )
