@@ -163,7 +163,11 @@
   function leaseLost() {
     leaseStop();
     document.querySelectorAll("[data-lease-lost]").forEach(function (el) { el.hidden = false; });
-    document.querySelectorAll("[data-lease-held]").forEach(function (el) { el.hidden = true; });
+    // The holder's actions would be refused now: only the notice and its Claim button stay
+    // (a send is left to try: its refusal brings the server's page, the answer kept).
+    document.querySelectorAll("#handoff-actions > :not([data-lease-lost]):not([hx-preserve]), [data-lease-held]").forEach(function (el) { el.style.display = "none"; });
+    var said = document.getElementById("action-result");
+    if (said) said.textContent = "";
     leaseRenew();
   }
   function leaseSync() {

@@ -84,6 +84,7 @@ def test_the_claim_outlives_the_lease_then_a_lost_one_shows_at_once_and_keeps_th
     print(f"claim shown lost {time.monotonic() - blocked:.1f} s after renewals were blocked")
     expect(lost).to_contain_text("Your claim has lapsed")
     expect(page.locator(".you-hold")).to_be_hidden()
+    expect(page.locator("#hand-back-button")).to_be_hidden()  # the holder's actions are gone
     expect(page.locator("#reclaim-button")).to_be_visible()
     expect(page.locator("#respond-text")).to_have_value(answer)
     assert lease_left(handoff_id) <= 0
@@ -100,6 +101,7 @@ def test_the_claim_outlives_the_lease_then_a_lost_one_shows_at_once_and_keeps_th
     # 4. Claimed again: the same answer is there, and goes.
     page.click("#claim-button")
     expect(page.locator(".you-hold")).to_be_visible()
+    expect(page.locator("#hand-back-button")).to_be_visible()
     expect(page.locator("#respond-text")).to_have_value(answer)
     page.click("#send-answer-button")
     expect(page.locator("#handoff-status")).to_have_text("Answered")
