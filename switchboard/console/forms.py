@@ -40,7 +40,7 @@ class MemberAddForm(forms.Form):
         label="Username or e-mail",
         max_length=254,
         strip=True,
-        widget=forms.TextInput(attrs={"placeholder": "alice or alice@example.com"}),
+        widget=forms.TextInput(attrs={"placeholder": "alice or alice@example.com", "size": 30}),
     )
     role = forms.ChoiceField(label="Role", choices=Role.choices, initial=Role.VIEWER)
 
@@ -54,7 +54,7 @@ class ApiKeyCreateForm(forms.Form):
         label="Name",
         max_length=ApiKey._meta.get_field("name").max_length,
         strip=True,
-        widget=forms.TextInput(attrs={"placeholder": "e.g. support-bot production"}),
+        widget=forms.TextInput(attrs={"placeholder": "e.g. support-bot production", "size": 31}),
     )
     scope = forms.ChoiceField(
         label="Scope",
@@ -77,7 +77,7 @@ class AuditFilterForm(forms.Form):
         required=False,
         max_length=150,
         strip=True,
-        widget=forms.TextInput(attrs={"placeholder": "user:alice or key:1a2b3c4d"}),
+        widget=forms.TextInput(attrs={"placeholder": "user:alice or key:1a2b3c4d", "size": 30}),
     )
     action = forms.CharField(
         label="Action",

@@ -9,7 +9,7 @@ from django.core.management import call_command
 from playwright.sync_api import expect
 
 from core.models import Project
-from handoffs_app.models import Handoff
+from handoffs_app.models import Handoff, HandoffStatus
 from sessions_app.services.events import EventDraft
 from tasks_app.models import Task
 from tests.browser.conftest import sign_in
@@ -176,3 +176,69 @@ def test_every_page_has_the_switchboard_icon(live_url, page, screenshot):
         full_page=False,
         clip={"x": 0, "y": 0, "width": 120, "height": 80},
     )
+
+
+# Visible one-line inputs whose placeholder is wider than the box shows ("Reason to pause (optiona").
+CUT_PLACEHOLDERS = """() => {
+  const ctx = document.createElement('canvas').getContext('2d');
+  return [...document.querySelectorAll('input[placeholder]')].filter(el => {
+    const r = el.getBoundingClientRect();
+    if (!r.width || el.type === 'hidden') return false;
+    const s = getComputedStyle(el);
+    ctx.font = s.font;
+    const room = el.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight);
+    return ctx.measureText(el.placeholder).width > room + 0.5;
+  }).map(el => (el.id || el.name) + ': ' + el.placeholder);
+}"""
+
+
+def test_no_placeholder_is_cut_off(demo, live_url, page):
+    """Every input shows its whole placeholder, wide and on a phone (session page, workspace,
+    lists and console)."""
+    handoff = Handoff.objects.filter(project=demo, status=HandoffStatus.OPEN).first()
+    assert handoff
+    sign_in(page, live_url, "admin", "switchboard-admin")
+    paths = [
+        *(path.format(p=demo.pk) for path in PAGES.values()),
+        f"/sessions/{handoff.session_id}/",
+        f"/handoffs/{handoff.pk}/",
+    ]
+    cut = []
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        for path in paths:
+            page.goto(live_url + path)
+            expect(page.locator("main h1, main h2").first).to_be_visible()
+            cut += [(width, path, c) for c in page.evaluate(CUT_PLACEHOLDERS)]
+    assert cut == []
+
+
+# Where a cell's text wraps mid-word: the characters that start a line after a letter/digit.
+MID_WORD_BREAKS = """cell => {
+  const text = cell.firstChild && cell.firstChild.nodeType === 3 ? cell.firstChild : null;
+  if (!text) return [];
+  const s = text.data, range = document.createRange(), breaks = [];
+  let top = null;
+  for (let i = 0; i < s.length; i++) {
+    range.setStart(text, i); range.setEnd(text, i + 1);
+    const r = range.getClientRects()[0];
+    if (!r) continue;
+    if (top !== null && r.top > top + 2 && /[A-Za-z0-9]/.test(s[i - 1])) breaks.push(s.slice(0, i) + '|' + s.slice(i));
+    top = r.top;
+  }
+  return breaks;
+}"""
+
+
+def test_agent_names_break_only_between_words_at_phone_width(demo, live_url, page, screenshot):
+    """Issue 26: "suppo / rt-triage" in the sessions list on a phone. An agent's name wraps
+    after a hyphen or not at all."""
+    sign_in(page, live_url, "admin", "switchboard-admin")
+    page.set_viewport_size({"width": 390, "height": 900})
+    page.goto(f"{live_url}/p/{demo.pk}/sessions/")
+    cells = page.locator(".sessions-table tbody td:nth-child(3)")
+    expect(cells.first).to_be_visible()
+    assert cells.count() > 5
+    broken = [b for cell in cells.all() for b in cell.evaluate(MID_WORD_BREAKS)]
+    screenshot("agents-390")
+    assert broken == []
