@@ -5,6 +5,7 @@ preview covers the overrides being edited; any duration the API stored shows exa
 back unchanged."""
 
 import json
+import re
 from datetime import timedelta
 from html.parser import HTMLParser
 from urllib.parse import urlencode
@@ -151,6 +152,12 @@ def test_bad_override_input_is_refused_with_a_clear_error_and_nothing_saved(
     assert "Nothing was saved." in body
     assert message in body, body[body.find("inline-error") :][:800]
     assert not RetentionPolicy.objects.exists()
+    # In words: each problem said once, and no internal field name (issue 26).
+    summary = body[body.find('class="inline-error"') :]
+    summary = summary[: summary.find("</ul>")]
+    items = re.findall(r"<li>(.*?)</li>", summary)
+    assert items and len(items) == len(set(items)), items
+    assert not any("_after" in item for item in items), items
     # What was typed stays in the form.
     if override.get("compact_after"):
         assert f'value="{override["compact_after"]}"' in body
@@ -308,3 +315,26 @@ def test_durations_set_through_the_api_show_exactly_and_save_back_unchanged(
     assert saved.status_code == 302, saved.content.decode()[:3000]
     again = client.get("/api/v1/retention/policy", HTTP_AUTHORIZATION=f"Bearer {secret}").json()
     assert again == stored
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"compact_after": "30", "delete_after": "5"},
+        {"compact_after": "abc", "compact_after_unit": "fortnights"},
+        {"outcome_compact_after": "9", "outcome_delete_after": "2", "close_idle_after": "-1"},
+    ],
+)
+def test_the_projects_policy_errors_are_in_words_and_said_once(team: Team, changes):
+    data = {**BASE, "action": "save", "agents-TOTAL_FORMS": "0", "agents-INITIAL_FORMS": "0"}
+    data.update({f"{name}_unit": "days" for name in DURATION_FIELDS})
+    data.update(changes)
+    response = team.client("admin").post(
+        reverse("dashboard:retention_policy", args=[team.project.pk]), data
+    )
+    assert response.status_code == 400
+    body = response.content.decode()
+    summary = body[body.find('class="inline-error"') :]
+    items = re.findall(r"<li>(.*?)</li>", summary[: summary.find("</ul>")])
+    assert items and len(items) == len(set(items)), items
+    assert not any("_after" in item or "_unit" in item for item in items), items
