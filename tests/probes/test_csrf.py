@@ -120,6 +120,9 @@ def test_probe_csrf():
                 handoff_id=world["handoff_id"],
                 key="draft",
                 name="review_decision",
+                key_id=world["key_id"],
+                endpoint_id=world["endpoint_id"],
+                sha256="0" * 64,
             )
             response = client.generic(
                 method.upper(), filled, json.dumps({}), content_type="application/json"
