@@ -229,3 +229,32 @@ class HandoffSettings(models.Model):
     @property
     def expire_after(self) -> timedelta:
         return timedelta(seconds=self.expire_after_overdue_seconds)
+
+
+class HandoffViewer(models.Model):
+    """One open workspace page (its websocket) on a handoff: "Also viewing: alice, bob".
+
+    Kept by the workspace's consumer (handoffs_app.presence): a row when the socket opens,
+    its `seen_at` renewed by a heartbeat while it stays open, deleted when it closes. A row
+    whose heartbeat stopped (its server process died) counts for no one after
+    presence.VIEWER_TTL and is swept later. A table rather than the cache: the embedded default
+    has a per-process cache, and several server processes must see one another's viewers.
+    """
+
+    handoff = models.ForeignKey(Handoff, on_delete=models.CASCADE, related_name="+")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    # The consumer's channel: one row per open page, so one user's several tabs are several
+    # rows (counted once) and closing one of them leaves the others.
+    channel_name = models.CharField(max_length=200, unique=True)
+    seen_at = models.DateTimeField()
+
+    class Meta:
+        indexes = [
+            # presence.viewers_of: a handoff's rows seen lately.
+            models.Index(fields=["handoff", "seen_at"], name="handoff_viewer_seen"),
+            # presence.sweep: rows whose heartbeat stopped, across handoffs.
+            models.Index(fields=["seen_at"], name="handoff_viewer_stale"),
+        ]
+
+    def __str__(self) -> str:
+        return f"user {self.user_id} viewing handoff {self.handoff_id}"
