@@ -215,3 +215,24 @@ def handoff_to_dict(handoff: Handoff, *, now: datetime | None = None) -> dict[st
         "answered_at": handoff.answered_at.isoformat() if handoff.answered_at else None,
         "resolved_at": handoff.resolved_at.isoformat() if handoff.resolved_at else None,
     }
+
+
+def next_waiting_handoff(project: Project | int, *, after: Handoff | None = None) -> Handoff | None:
+    """The handoff a person goes to next (the workspace's "n"): the first waiting (open, so
+    unclaimed) handoff of the project after `after` in the queue's order (priority, then wait,
+    then id), or from the top of the queue when none is after it; never `after` itself. None
+    when nobody else is waiting."""
+    project_id = project.pk if isinstance(project, Project) else project
+    waiting = Handoff.objects.filter(project_id=project_id, status=HandoffStatus.OPEN)
+    order = ("-priority", "created_at", "id")
+    if after is not None:
+        later = waiting.filter(
+            Q(priority__lt=after.priority)
+            | Q(priority=after.priority, created_at__gt=after.created_at)
+            | Q(priority=after.priority, created_at=after.created_at, id__gt=after.pk)
+        )
+        found = later.order_by(*order).first()
+        if found is not None:
+            return found
+        waiting = waiting.exclude(pk=after.pk)
+    return waiting.order_by(*order).first()

@@ -28,7 +28,7 @@ from core.pages import base_context, cursor_links, form_errors, htmx_partial_for
 from handoffs_app.access import get_handoff_for_user
 from handoffs_app.errors import HandoffNotActive, NotLeaseHolder
 from handoffs_app.models import Handoff
-from handoffs_app.queries import queue_counts
+from handoffs_app.queries import next_waiting_handoff, queue_counts
 from handoffs_app.services import handoffs as services
 from switchboard.handoffs.context import (
     Preview,
@@ -45,6 +45,7 @@ from switchboard.handoffs.forms import (
     FactsForm,
     MessageForm,
     PatchStateForm,
+    NextHandoffForm,
     QueueFilterForm,
     ReassignForm,
     RespondForm,
@@ -94,6 +95,28 @@ def handoff_queue(request: HttpRequest, project_id: int) -> HttpResponse:
 
 
 # --- Workspace -----------------------------------------------------------------------------
+
+@require_GET
+@login_required
+def handoff_next(request: HttpRequest, project_id: int) -> HttpResponse:
+    """The next waiting handoff this operator can claim (the keyboard's "n"): the first open
+    one after `after` in the queue's order, or the top of the queue; back to the queue when
+    nobody else is waiting. Operators only: a viewer can act on none."""
+    membership = project_for(request, project_id, Role.OPERATOR)
+    form = NextHandoffForm(request.GET)
+    if not form.is_valid():
+        return _bad_input(request, form_errors(form))
+    after = None
+    if form.cleaned_data["after"] is not None:
+        after, _ = get_handoff_for_user(request.user, form.cleaned_data["after"])
+        if after.project_id != membership.project_id:
+            return _bad_input(request, ["After: that handoff is in another project."])
+    found = next_waiting_handoff(membership.project_id, after=after)
+    if found is None:
+        messages.info(request, "Nobody else is waiting for a person right now.")
+        return redirect("dashboard:handoff_queue", membership.project_id)
+    return redirect("dashboard:handoff_detail", found.pk)
+
 
 
 @require_GET
@@ -362,4 +385,11 @@ def nav_counts(project_id: int) -> NavCounts:
     return NavCounts(open=counts.open, overdue=counts.overdue)
 
 
-__all__ = ["ACTIONS", "handoff_action", "handoff_detail", "handoff_messages", "handoff_queue"]
+__all__ = [
+    "ACTIONS",
+    "handoff_action",
+    "handoff_detail",
+    "handoff_messages",
+    "handoff_next",
+    "handoff_queue",
+]

@@ -6,9 +6,15 @@ AsyncClient (the adapter makes the other flavour it needs from the same URL and 
 for one made from SWITCHBOARD_URL and SWITCHBOARD_API_KEY; `namespace` prefixes every external
 id the adapter makes, so several applications (or test runs) share one project without their
 threads colliding.
+
+A thread id / session id written `switchboard:<session id>` (session_reference) names a
+Switchboard session directly, whatever its external_id: a fork made in the dashboard has none,
+and its page shows this name for the framework to continue it.
 """
 
 from __future__ import annotations
+
+import uuid
 
 from ._async_client import AsyncClient
 from ._sync_client import Client
@@ -35,3 +41,18 @@ def async_client(client: Client | AsyncClient | None) -> AsyncClient:
 def namespaced(namespace: str, name: str) -> str:
     """The external id an adapter gives `name` (a thread id, a session id) in `namespace`."""
     return f"{namespace}{name}"
+
+
+# The prefix of a framework's thread / session id that names a Switchboard session by its id.
+SESSION_PREFIX = "switchboard:"
+
+
+def session_reference(name: str) -> str | None:
+    """The Switchboard session id that `name` names directly (`switchboard:<session id>`, as a
+    dashboard fork's page shows it), or None for an ordinary thread / session id."""
+    if not name.startswith(SESSION_PREFIX):
+        return None
+    try:
+        return str(uuid.UUID(name[len(SESSION_PREFIX) :]))
+    except ValueError:
+        return None

@@ -10,7 +10,10 @@ How ADK's model is kept (docs/adapters/adk.md says the same for users):
   name, the user id and the session id (`adk:s:<app>:<user>:<id>`, each part percent-encoded so
   none can run into the next; a SHA-256 of it when that is over the API's 200 characters), with
   metadata {adk, namespace, app_name, user_id, session_id}, so list_sessions is one filtered
-  request (with include=state) whatever the external ids look like.
+  request (with include=state) whatever the external ids look like. A session id
+  `switchboard:<session id>` is that Switchboard session itself: a fork made in the dashboard
+  (no external_id, its parent's metadata), listed under that id and continued from its fork
+  point.
 - Each ADK event is one event an operator can read: a `message` (the text of its parts), a
   `tool_call` / `tool_result` (function calls / responses: name, arguments, result), or a `note`
   (an event with neither, e.g. state only); each carries the whole ADK event as JSON under
@@ -56,7 +59,7 @@ from google.adk.sessions.state import State
 from google.genai import types
 
 from . import models as m
-from ._adapters import async_client, namespaced
+from ._adapters import SESSION_PREFIX, async_client, namespaced, session_reference
 from ._async_client import AsyncClient
 from ._sync_client import Client
 from .errors import Conflict, NotFound, SwitchboardError
@@ -134,6 +137,32 @@ class SwitchboardSessionService(BaseSessionService):
     def _agent(app_name: str) -> str:
         return f"adk:{app_name}"[:100]
 
+    async def _find(
+        self, app_name: str, user_id: str, session_id: str, *, include_state: bool = False
+    ) -> tuple[str, int, dict[str, Any]] | None:
+        """(Switchboard id, head seq, working state: with include_state) of the ADK session,
+        or None. A session id `switchboard:<id>` names a Switchboard session directly (a fork
+        made in the dashboard, which has no external_id): found when its metadata says it is
+        a session of this app and user (a fork keeps its parent's)."""
+        referenced = session_reference(session_id)
+        if referenced is None:
+            ref = self._session_ref(app_name, user_id, session_id)
+            found = await self.client.find_session(ref, include_state=include_state)
+            if found is None:
+                return None
+            return found.id, found.head_seq, found.state or {}
+        try:
+            named = await self.client.get_session(referenced)
+        except NotFound:
+            return None
+        ours = self._metadata("session", app_name, user_id=user_id)
+        if any(named.metadata.get(key) != value for key, value in ours.items()):
+            return None
+        working: dict[str, Any] = {}
+        if include_state:
+            working = (await self.client.state(named.id, at_seq=named.head_seq)).state
+        return named.id, named.head_seq, working
+
     # --- BaseSessionService --------------------------------------------------------------------
 
     @override
@@ -195,21 +224,19 @@ class SwitchboardSessionService(BaseSessionService):
     ) -> Session | None:
         session_id = session_id.strip() if session_id else session_id
         found, app_state, user_state = await asyncio.gather(
-            self.client.find_session(
-                self._session_ref(app_name, user_id, session_id), include_state=True
-            ),
+            self._find(app_name, user_id, session_id, include_state=True),
             self._read_shared(self._app_ref(app_name)),
             self._read_shared(self._user_ref(app_name, user_id)),
         )
         if found is None:
             return None
+        switchboard_id, head_seq, working = found
         config = config or GetSessionConfig()
         events: list[Event] = []
         if config.num_recent_events != 0:
             events = await self._recent_events(
-                found.id, config.num_recent_events, config.after_timestamp
+                switchboard_id, config.num_recent_events, config.after_timestamp
             )
-        working = found.state or {}
         session = Session(
             id=session_id,
             app_name=app_name,
@@ -218,7 +245,7 @@ class SwitchboardSessionService(BaseSessionService):
             events=events,
             last_update_time=float(working.get(_UPDATED) or 0.0),
         )
-        session._storage_update_marker = _marker(found.id, found.head_seq)
+        session._storage_update_marker = _marker(switchboard_id, head_seq)
         return session
 
     @override
@@ -245,8 +272,13 @@ class SwitchboardSessionService(BaseSessionService):
         for item in listed:
             owner = str(item.metadata.get("user_id", ""))
             working = item.state or {}
+            session_id = str(item.metadata.get("session_id", ""))
+            if item.external_id != self._session_ref(app_name, owner, session_id):
+                # A fork made in the dashboard (its parent's metadata, no external_id): ADK
+                # opens it by its Switchboard id.
+                session_id = SESSION_PREFIX + item.id
             session = Session(
-                id=str(item.metadata.get("session_id", "")),
+                id=session_id,
                 app_name=app_name,
                 user_id=owner,
                 state=_merge(app_state, user_states.get(owner, {}), _unwrap(working.get(_STATE))),
@@ -260,11 +292,11 @@ class SwitchboardSessionService(BaseSessionService):
     @override
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         session_id = session_id.strip() if session_id else session_id
-        found = await self.client.find_session(self._session_ref(app_name, user_id, session_id))
+        found = await self._find(app_name, user_id, session_id)
         if found is None:
             return
         with contextlib.suppress(NotFound):  # deleted meanwhile: what was asked
-            await self.client.delete_session(found.id)
+            await self.client.delete_session(found[0])
 
     @override
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
@@ -283,10 +315,10 @@ class SwitchboardSessionService(BaseSessionService):
             switchboard_id, head = _parse_marker(session._storage_update_marker)
             if switchboard_id is None:
                 # A Session made by hand (no marker): append at whatever head the log has.
-                found = await self.client.find_session(ref)
+                found = await self._find(session.app_name, session.user_id, session.id)
                 if found is None:
                     raise SessionNotFoundError(f"Session {session.id} not found.")
-                switchboard_id = found.id
+                switchboard_id = found[0]
             data = event.model_dump(exclude_none=True, mode="json")
             # The event's id with a digest of its content: an equal event delivered again is
             # replayed by the server (nothing written twice); another one sharing its id is not.
@@ -586,12 +618,10 @@ async def ask_person(
     client = service.client
     switchboard_id, _ = _parse_marker(session._storage_update_marker)
     if switchboard_id is None:
-        found = await client.find_session(
-            service._session_ref(session.app_name, session.user_id, session.id)
-        )
+        found = await service._find(session.app_name, session.user_id, session.id)
         if found is None:
             raise SessionNotFoundError(f"Session {session.id} not found.")
-        switchboard_id = found.id
+        switchboard_id = found[0]
     parts = []
     for call in calls:
         kind, reason, payload = _handoff_for(call)

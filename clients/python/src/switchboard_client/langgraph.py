@@ -6,7 +6,9 @@ async) whose threads are Switchboard sessions.
     graph = builder.compile(checkpointer=SwitchboardSaver(namespace="support-bot/"))
 
 A thread is the session whose external_id is `namespace + thread_id`, opened by the first
-checkpoint written to it; reading an unknown thread opens nothing. In its log:
+checkpoint written to it; reading an unknown thread opens nothing. A thread id
+`switchboard:<session id>` is that session itself: a fork made in the dashboard at seq N,
+whose newest checkpoint is the last one at or before N. In its log:
 
 - a checkpoint is a durable `note` event (`{"langgraph": "checkpoint", "ns", "checkpoint_id",
   "parent_checkpoint_id", "metadata", "checkpoint", "values"}`), keyed
@@ -59,7 +61,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from . import models as m
-from ._adapters import async_client, namespaced, sync_client
+from ._adapters import async_client, namespaced, session_reference, sync_client
 from ._async_client import AsyncClient
 from ._sync_client import Client
 from .errors import Conflict, NotFound, SwitchboardError
@@ -526,6 +528,17 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
         known = self._sessions.get(thread_id)
         if known is not None:
             return known
+        referenced = session_reference(thread_id)
+        if referenced is not None:
+            # `switchboard:<id>` (a fork made in the dashboard): that session, never opened here.
+            try:
+                named: m.SessionWithTasks = yield _call("get_session", referenced)
+            except NotFound:
+                if create:
+                    raise
+                return None
+            self._sessions[thread_id] = named.id
+            return named.id
         external_id = self.external_id(thread_id)
         found: m.SessionListItem | None = yield _call("find_session", external_id)
         if found is None:
@@ -556,8 +569,10 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
                 limit=200,
             )
             for session in page.sessions:
-                external_id = session.external_id or ""
-                if external_id.startswith(self.namespace):
+                # A fork made in the dashboard has the metadata and no external_id: it is no
+                # thread of the namespace (its thread id is `switchboard:<id>`).
+                external_id = session.external_id
+                if external_id is not None and external_id.startswith(self.namespace):
                     threads.append((external_id[len(self.namespace) :], session.id))
             if page.next_cursor is None:
                 return threads
@@ -1238,10 +1253,14 @@ def _handoff_flow(
         interrupts = [i for task in state.tasks for i in task.interrupts]
         if not interrupts:
             return result
-        external_id = saver.external_id(config["configurable"]["thread_id"])
-        session: m.SessionListItem | None = yield _call("client.find_session", external_id)
-        if session is None:
-            raise ValueError(f"no session holds the thread {external_id!r}")
+        thread_id = config["configurable"]["thread_id"]
+        session_id = session_reference(thread_id)
+        if session_id is None:
+            external_id = saver.external_id(thread_id)
+            session: m.SessionListItem | None = yield _call("client.find_session", external_id)
+            if session is None:
+                raise ValueError(f"no session holds the thread {external_id!r}")
+            session_id = session.id
         answers: dict[str, Any] = {}
         # One at a time: a session has one open handoff at most.
         for interrupt in interrupts:
@@ -1251,7 +1270,7 @@ def _handoff_flow(
                 try:
                     asked = yield _call(
                         "client.request_handoff",
-                        session.id,
+                        session_id,
                         kind,
                         reason=reason[:1000],
                         payload=payload,

@@ -7,7 +7,9 @@
     result = await Runner.run(agent, "Hi", session=session)
 
 An SDK session id is a Switchboard session whose external_id is namespaced(namespace, id),
-opened when items are first added (reading an unknown session opens nothing). Each item is one
+opened when items are first added (reading an unknown session opens nothing). A session id
+`switchboard:<session id>` is that Switchboard session itself (a fork made in the dashboard:
+the SDK continues it from the fork point); one that does not exist raises NotFound. Each item is one
 event an operator reads on the session page: a `message` (role and `text`) for a message, a
 `tool_call` / `tool_result` for a tool call and its output, a `note` for anything else; the
 SDK's own JSON of the item rides in the event's content (`item`), and is what get_items returns.
@@ -46,7 +48,7 @@ from agents.memory.session_settings import (
 )
 
 from . import models as m
-from ._adapters import namespaced
+from ._adapters import namespaced, session_reference
 from ._async_client import AsyncClient
 from ._sync_client import Client
 from .errors import Conflict, NotFound
@@ -62,6 +64,8 @@ CLEAR_KEY = KEY_PREFIX + "clear:"
 _APPEND_BATCH = 200
 # The most events one read asks for (the API's limit).
 _PAGE = 1000
+# Seconds between asks while the session's last handoff is answered but not handed back.
+_HANDBACK_POLL = 0.5
 # Attempts of a conditioned rewrite before giving up (each after a fresh read).
 _REWRITE_ATTEMPTS = 50
 
@@ -140,6 +144,9 @@ class SwitchboardSession:
     async def switchboard_id(self, *, create: bool = False) -> str | None:
         """The id of the Switchboard session behind this one; None when there is none yet
         (with `create`, it is opened)."""
+        if self._sid is None and (referenced := session_reference(self.session_id)):
+            # `switchboard:<id>` (a dashboard fork): that session, opened by nobody here.
+            self._sid = (await self._client().get_session(referenced)).id
         if self._sid is None:
             found = await self._client().find_session(self.external_id)
             if found is not None:
@@ -456,8 +463,8 @@ async def approve_in_switchboard(
             "description": f"{item.agent.name} wants to call {item.tool_name}",
             "call_id": _raw_field(raw, "call_id"),
         }
-        handoff = await client.request_handoff(
-            sid, "approval", reason=reason, payload=payload, priority=priority
+        handoff = await _request_when_free(
+            client, sid, reason=reason, payload=payload, priority=priority
         )
         answered = await client.wait_handoff(handoff.id, timeout=timeout)
         if not answered.resolved:
@@ -490,3 +497,17 @@ async def approve_in_switchboard(
 
 def _raw_field(raw: Any, name: str) -> Any:
     return raw.get(name) if isinstance(raw, dict) else getattr(raw, name, None)
+
+
+async def _request_when_free(client: AsyncClient, sid: str, **asked: Any) -> m.Handoff:
+    """An approval handoff on the session, asked once the last one is handed back: a person
+    who answered the run's previous approval (an edit, whose new call asks again at once) may
+    not have handed the session back yet, and a session has one open handoff at a time."""
+    while True:
+        try:
+            handoff: m.Handoff = await client.request_handoff(sid, "approval", **asked)
+            return handoff
+        except Conflict as error:
+            if error.code != "handoff_already_open":
+                raise
+            await asyncio.sleep(_HANDBACK_POLL)
