@@ -69,6 +69,8 @@ urlpatterns = [
     path("handoffs/<uuid:handoff_id>/", handoffs.handoff_detail, name="handoff_detail"),
     path(
         "handoffs/<uuid:handoff_id>/messages/",
+    # The next waiting handoff (?after=<id>: after that one), for the keyboard's "n".
+    path("p/<int:project_id>/handoffs/next/", handoffs.handoff_next, name="handoff_next"),
         handoffs.handoff_messages,
         name="handoff_messages",
     ),

@@ -171,3 +171,9 @@ class ReassignForm(forms.Form):
 
     def user(self) -> Any:
         return self.operators[self.cleaned_data["to_user"]]
+
+
+class NextHandoffForm(forms.Form):
+    """GET …/handoffs/next/?after=<id>: the next waiting handoff after this one."""
+
+    after = forms.UUIDField(label="After", required=False)

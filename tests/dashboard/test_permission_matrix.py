@@ -442,6 +442,13 @@ MATRIX: dict[str, Row] = {
         "operator",
         handoff_became(status_is("answered", "respond")),
         data={"text": "yes, go"},
+    # The next waiting handoff (the keyboard's "n"): operators only, as a viewer acts on none.
+    # Nobody waits in this world: back to the queue.
+    "dashboard:handoff_next": Row(
+        "get",
+        "operator",
+        redirect_to(lambda w: reverse("dashboard:handoff_queue", args=[w.team.project.pk])),
+    ),
         prepare_holder=claimed,
     ),
     "dashboard:handoff_accept": Row(
