@@ -9,6 +9,9 @@ The workspace re-renders its header, the actions for this user (a claim by someo
 disables them), the request, the conversation, the records and the state and facts panels.
 """
 
+import asyncio
+import contextlib
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,11 +24,13 @@ from core.errors import DomainError
 from core.live import (
     CLOSE_NOT_FOUND,
     CLOSE_UNAUTHENTICATED,
+    LAYER_ERRORS,
     AccessLost,
     LiveConsumer,
     LiveListConsumer,
 )
 from core.realtime import session_group
+from handoffs_app import presence
 from handoffs_app.access import get_handoff_for_user
 from handoffs_app.domain_events import handoff_group
 from switchboard.handoffs.context import queue_context
@@ -33,6 +38,10 @@ from switchboard.handoffs.forms import QueueFilterForm
 from switchboard.handoffs.views import QUEUE_PAGE, NavCounts, nav_counts, workspace_frame
 
 WORKSPACE_PARTS = [
+logger = logging.getLogger(__name__)
+
+PRESENCE_LINE = "switchboard/_presence.html"
+
     "handoff-header",
     "handoff-actions",
     "handoff-request",
@@ -175,7 +184,16 @@ class WorkspaceStream:
 
 
 class HandoffConsumer(LiveConsumer):
-    """ws/handoffs/<uuid>/"""
+    """ws/handoffs/<uuid>/
+
+    Also who else has the workspace open ("Also viewing: alice, bob"): the page is recorded in
+    handoffs_app.presence when it connects and every `heartbeat_seconds` while it stays open
+    (a page whose server died drops out after presence.VIEWER_TTL), and forgotten when it
+    closes; each change is told to the handoff's other pages (presence.presence_group), which
+    read the viewers again, and each heartbeat reads them too (catching the expired ones).
+    """
+
+    heartbeat_seconds = presence.HEARTBEAT_SECONDS
 
     async def connect(self) -> None:
         user = self.user()
@@ -184,12 +202,37 @@ class HandoffConsumer(LiveConsumer):
             return
         handoff_id = str(self.scope["url_route"]["kwargs"]["handoff_id"])
         try:
+    def arrive(self, channel_name: str) -> None:
+        """This page opened: its row, and the rows of pages whose server died long ago gone."""
+        presence.sweep()
+        self.here(channel_name)
+
+    def here(self, channel_name: str) -> None:
+        """This page is still open: its row in the presence store, renewed."""
+        presence.mark_viewing(self.handoff_id, self.user, channel_name)
+
+    def viewers(self) -> tuple[list[str], str]:
+        """Who else views the handoff now, and the line that says so (an out-of-band swap)."""
+        try:
+            handoff, _ = get_handoff_for_user(self.user, self.handoff_id)
+        except DomainError:
+            raise AccessLost from None
+        names = presence.viewers_of(handoff.pk, handoff.project_id, exclude_user=self.user)
+        return names, render_to_string(PRESENCE_LINE, {"viewers": names, "oob": True})
+
             self.stream = await database_sync_to_async(WorkspaceStream.open)(user, handoff_id)
         except DomainError:
             await self.close(code=CLOSE_NOT_FOUND)
             return
         await self.join(
-            [handoff_group(self.stream.handoff_id), session_group(self.stream.session_id)]
+        self.heartbeat: asyncio.Task[None] | None = None
+        self.viewing = False
+        self.shown_viewers: list[str] | None = None
+            [
+                handoff_group(self.stream.handoff_id),
+                session_group(self.stream.session_id),
+                presence.presence_group(self.stream.handoff_id),
+            ]
         )
         await self.accept()
         # Whatever changed between the page's render and this connection.
@@ -205,5 +248,53 @@ class HandoffConsumer(LiveConsumer):
             await self.send_frame(await self.run(self.stream.frame, SESSION_PARTS))
 
     async def session_lifecycle(self, event: dict[str, Any]) -> None:
+        await database_sync_to_async(self.stream.arrive)(self.channel_name)
+        self.viewing = True
+        await self.tell_viewers()
+        await self.show_viewers()
+        self.heartbeat = asyncio.create_task(self.beat())
         if event.get("session_id") == self.stream.session_id:
             await self.send_frame(await self.run(self.stream.frame, ["handoff-header"]))
+
+    async def presence_changed(self, message: dict[str, Any]) -> None:
+        """Someone opened or closed this handoff's workspace."""
+        await self.show_viewers()
+
+    async def show_viewers(self) -> None:
+        seen = await self.run(self.stream.viewers)
+        if seen is None:  # access lost: the socket is closed
+            return
+        names, line = seen
+        if names != self.shown_viewers:
+            self.shown_viewers = names
+            await self.send_frame(line)
+
+    async def tell_viewers(self) -> None:
+        try:
+            group = presence.presence_group(self.stream.handoff_id)
+            await self.channel_layer.group_send(group, {"type": "presence.changed"})
+        except LAYER_ERRORS as exc:  # the others catch up at their next heartbeat
+            logger.warning("presence: could not tell the other viewers (%s)", exc)
+
+    async def beat(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_seconds)
+            try:
+                await database_sync_to_async(self.stream.here)(self.channel_name)
+                await self.show_viewers()
+            except Exception as exc:  # a lost beat: the next one tries again
+                logger.warning("presence: heartbeat failed (%s)", exc)
+
+    async def disconnect(self, code: int) -> None:
+        if self.heartbeat is not None:
+            self.heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.heartbeat
+        await super().disconnect(code)
+        if self.viewing:
+            self.viewing = False
+            try:
+                await database_sync_to_async(presence.stop_viewing)(self.channel_name)
+            except Exception as exc:  # the row expires after presence.VIEWER_TTL
+                logger.warning("presence: could not forget a closed page (%s)", exc)
+            await self.tell_viewers()
