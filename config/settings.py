@@ -371,6 +371,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "handoffs_app.enforce_sla",
         "schedule": env_int("SWITCHBOARD_HANDOFF_SLA_SECONDS", 30),
     },
+    # The digests of waiting handoffs (handoffs_app.services.digest): each project's own
+    # interval (15 min, hourly, daily) is honoured to within this check.
+    "handoffs_app: digests": {
+        "task": "handoffs_app.send_digests",
+        "schedule": env_int("SWITCHBOARD_HANDOFF_DIGEST_CHECK_SECONDS", 60),
+    },
     # Webhook deliveries are kicked on commit; this picks up retries and any missed kick.
     "core: deliver webhooks": {
         "task": "core.deliver_webhooks",
@@ -611,6 +617,10 @@ LOGGING = {
     "loggers": {
         "django.db.backends": {"level": "INFO"},
         # httpx logs every webhook POST at INFO; deliveries and their attempts are in the database.
+# Where people reach this Switchboard: the links of the handoff digests (e-mail, chat) and of
+# invitations sent from a shell start with it (a beat job or a command has no request's host).
+SWITCHBOARD_PUBLIC_URL = env_str("SWITCHBOARD_PUBLIC_URL", "http://127.0.0.1:8000")
+
         "httpx": {"level": "WARNING"},
     },
 }

@@ -217,10 +217,32 @@ class HandoffSettings(models.Model):
         verbose_name_plural = "handoff settings"  # not Django's default "settingss"
 
     def __str__(self) -> str:
+    # The digest of waiting handoffs (services.digest), off while the interval is 0: e-mailed
+    # to these addresses and/or posted to a Slack-compatible incoming webhook ({"text": …}).
+    digest_emails = models.JSONField(default=list, blank=True)
+    digest_chat_url = models.CharField(max_length=2000, blank=True, default="")
+    digest_interval_seconds = models.PositiveIntegerField(default=0)
+    # When the digest job next looks at the project; moved on (conditionally, under SKIP
+    # LOCKED) by the worker that takes it, so two workers never send the same digest.
+    digest_due_at = models.DateTimeField(null=True, blank=True)
+    # What each channel was last sent (a fingerprint of the waiting handoffs): a digest goes out
+    # only when it differs; a failed send keeps the old one, so the next interval retries.
+    digest_email_sent_state = models.CharField(max_length=64, blank=True, default="")
+    digest_chat_sent_state = models.CharField(max_length=64, blank=True, default="")
+    digest_sent_at = models.DateTimeField(null=True, blank=True)
+    digest_last_error = models.CharField(max_length=500, blank=True, default="")
         return f"handoff SLA of project {self.project_id}"
 
     def due_after(self, kind: str) -> timedelta:
         return timedelta(seconds=getattr(self, f"{kind}_due_seconds"))
+        indexes = [
+            # The digest job: projects with a digest, by when they are next due.
+            models.Index(
+                fields=["digest_due_at"],
+                condition=Q(digest_interval_seconds__gt=0),
+                name="handoff_digest_due",
+            ),
+        ]
 
     @property
     def lease(self) -> timedelta:
