@@ -1,6 +1,7 @@
 from django.urls import path
 
 from switchboard.console import views as console
+from switchboard.digest import views as digest
 from switchboard.handoffs import views as handoffs
 from switchboard.overview import views as overview
 from switchboard.retention import views as retention
@@ -17,6 +18,8 @@ urlpatterns = [
     # Project-scoped pages (viewer and up).
     path("p/<int:project_id>/", overview.overview, name="overview"),
     path("p/<int:project_id>/sessions/", sessions.session_list, name="session_list"),
+    # The handoff digest (admin only).
+    path("p/<int:project_id>/digest/", digest.handoff_digest, name="handoff_digest"),
     # Webhook endpoints and deliveries (admin only).
     path("p/<int:project_id>/webhooks/", webhooks.webhooks, name="webhooks"),
     path("p/<int:project_id>/webhooks/new/", webhooks.webhook_create, name="webhook_create"),

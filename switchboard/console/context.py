@@ -28,6 +28,9 @@ def settings_sections(membership: Membership) -> list[Section]:
         sections += [
             Section("keys", "API keys", reverse("dashboard:api_keys", args=[project_id])),
             Section("webhooks", "Webhooks", reverse("dashboard:webhooks", args=[project_id])),
+            Section(
+                "digest", "Handoff digest", reverse("dashboard:handoff_digest", args=[project_id])
+            ),
             Section("audit", "Audit log", reverse("dashboard:audit_log", args=[project_id])),
         ]
     return sections

@@ -1,0 +1,1 @@
+"""The handoff digest page: a section of the project console (admins)."""
