@@ -69,11 +69,11 @@ urlpatterns = [
     # Human handoffs: the project's queue, one handoff's workspace (viewer and up to read),
     # its actions (operator and up, the lease holder for most; admin to reassign).
     path("p/<int:project_id>/handoffs/", handoffs.handoff_queue, name="handoff_queue"),
+    # The next waiting handoff (?after=<id>: after that one), for the keyboard's "n".
+    path("p/<int:project_id>/handoffs/next/", handoffs.handoff_next, name="handoff_next"),
     path("handoffs/<uuid:handoff_id>/", handoffs.handoff_detail, name="handoff_detail"),
     path(
         "handoffs/<uuid:handoff_id>/messages/",
-    # The next waiting handoff (?after=<id>: after that one), for the keyboard's "n".
-    path("p/<int:project_id>/handoffs/next/", handoffs.handoff_next, name="handoff_next"),
         handoffs.handoff_messages,
         name="handoff_messages",
     ),

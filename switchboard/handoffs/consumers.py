@@ -37,11 +37,11 @@ from switchboard.handoffs.context import queue_context
 from switchboard.handoffs.forms import QueueFilterForm
 from switchboard.handoffs.views import QUEUE_PAGE, NavCounts, nav_counts, workspace_frame
 
-WORKSPACE_PARTS = [
 logger = logging.getLogger(__name__)
 
 PRESENCE_LINE = "switchboard/_presence.html"
 
+WORKSPACE_PARTS = [
     "handoff-header",
     "handoff-actions",
     "handoff-request",
@@ -182,26 +182,6 @@ class WorkspaceStream:
             raise AccessLost from None
         return workspace_frame(handoff, membership, self.user, parts)
 
-
-class HandoffConsumer(LiveConsumer):
-    """ws/handoffs/<uuid>/
-
-    Also who else has the workspace open ("Also viewing: alice, bob"): the page is recorded in
-    handoffs_app.presence when it connects and every `heartbeat_seconds` while it stays open
-    (a page whose server died drops out after presence.VIEWER_TTL), and forgotten when it
-    closes; each change is told to the handoff's other pages (presence.presence_group), which
-    read the viewers again, and each heartbeat reads them too (catching the expired ones).
-    """
-
-    heartbeat_seconds = presence.HEARTBEAT_SECONDS
-
-    async def connect(self) -> None:
-        user = self.user()
-        if user is None:
-            await self.close(code=CLOSE_UNAUTHENTICATED)
-            return
-        handoff_id = str(self.scope["url_route"]["kwargs"]["handoff_id"])
-        try:
     def arrive(self, channel_name: str) -> None:
         """This page opened: its row, and the rows of pages whose server died long ago gone."""
         presence.sweep()
@@ -220,14 +200,34 @@ class HandoffConsumer(LiveConsumer):
         names = presence.viewers_of(handoff.pk, handoff.project_id, exclude_user=self.user)
         return names, render_to_string(PRESENCE_LINE, {"viewers": names, "oob": True})
 
+
+class HandoffConsumer(LiveConsumer):
+    """ws/handoffs/<uuid>/
+
+    Also who else has the workspace open ("Also viewing: alice, bob"): the page is recorded in
+    handoffs_app.presence when it connects and every `heartbeat_seconds` while it stays open
+    (a page whose server died drops out after presence.VIEWER_TTL), and forgotten when it
+    closes; each change is told to the handoff's other pages (presence.presence_group), which
+    read the viewers again, and each heartbeat reads them too (catching the expired ones).
+    """
+
+    heartbeat_seconds = presence.HEARTBEAT_SECONDS
+
+    async def connect(self) -> None:
+        self.heartbeat: asyncio.Task[None] | None = None
+        self.viewing = False
+        self.shown_viewers: list[str] | None = None
+        user = self.user()
+        if user is None:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        handoff_id = str(self.scope["url_route"]["kwargs"]["handoff_id"])
+        try:
             self.stream = await database_sync_to_async(WorkspaceStream.open)(user, handoff_id)
         except DomainError:
             await self.close(code=CLOSE_NOT_FOUND)
             return
         await self.join(
-        self.heartbeat: asyncio.Task[None] | None = None
-        self.viewing = False
-        self.shown_viewers: list[str] | None = None
             [
                 handoff_group(self.stream.handoff_id),
                 session_group(self.stream.session_id),
@@ -237,6 +237,11 @@ class HandoffConsumer(LiveConsumer):
         await self.accept()
         # Whatever changed between the page's render and this connection.
         await self.send_frame(await self.run(self.stream.frame, WORKSPACE_PARTS))
+        await database_sync_to_async(self.stream.arrive)(self.channel_name)
+        self.viewing = True
+        await self.tell_viewers()
+        await self.show_viewers()
+        self.heartbeat = asyncio.create_task(self.beat())
 
     async def other_event(self, message: dict[str, Any]) -> None:
         kind = str(message.get("type", ""))
@@ -248,11 +253,6 @@ class HandoffConsumer(LiveConsumer):
             await self.send_frame(await self.run(self.stream.frame, SESSION_PARTS))
 
     async def session_lifecycle(self, event: dict[str, Any]) -> None:
-        await database_sync_to_async(self.stream.arrive)(self.channel_name)
-        self.viewing = True
-        await self.tell_viewers()
-        await self.show_viewers()
-        self.heartbeat = asyncio.create_task(self.beat())
         if event.get("session_id") == self.stream.session_id:
             await self.send_frame(await self.run(self.stream.frame, ["handoff-header"]))
 

@@ -44,8 +44,8 @@ from switchboard.handoffs.forms import (
     EditArgsForm,
     FactsForm,
     MessageForm,
-    PatchStateForm,
     NextHandoffForm,
+    PatchStateForm,
     QueueFilterForm,
     ReassignForm,
     RespondForm,
@@ -94,8 +94,6 @@ def handoff_queue(request: HttpRequest, project_id: int) -> HttpResponse:
     return render(request, template, context)
 
 
-# --- Workspace -----------------------------------------------------------------------------
-
 @require_GET
 @login_required
 def handoff_next(request: HttpRequest, project_id: int) -> HttpResponse:
@@ -117,6 +115,8 @@ def handoff_next(request: HttpRequest, project_id: int) -> HttpResponse:
         return redirect("dashboard:handoff_queue", membership.project_id)
     return redirect("dashboard:handoff_detail", found.pk)
 
+
+# --- Workspace -----------------------------------------------------------------------------
 
 
 @require_GET

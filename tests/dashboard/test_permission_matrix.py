@@ -420,6 +420,13 @@ MATRIX: dict[str, Row] = {
     # other action the lease holder's (an operator), reassigning an admin's.
     "dashboard:handoff_queue": Row("get", "viewer", page),
     "dashboard:handoff_detail": Row("get", "viewer", page),
+    # The next waiting handoff (the keyboard's "n"): operators only, as a viewer acts on none.
+    # Nobody waits in this world: back to the queue.
+    "dashboard:handoff_next": Row(
+        "get",
+        "operator",
+        redirect_to(lambda w: reverse("dashboard:handoff_queue", args=[w.team.project.pk])),
+    ),
     "dashboard:handoff_messages": Row("get", "viewer", page, data={"before_seq": 4}, headers=HTMX),
     "dashboard:handoff_claim": Row(
         "post", "operator", handoff_became(lambda h, w: h.status == "claimed" and h.lease_holder_id)
@@ -442,13 +449,6 @@ MATRIX: dict[str, Row] = {
         "operator",
         handoff_became(status_is("answered", "respond")),
         data={"text": "yes, go"},
-    # The next waiting handoff (the keyboard's "n"): operators only, as a viewer acts on none.
-    # Nobody waits in this world: back to the queue.
-    "dashboard:handoff_next": Row(
-        "get",
-        "operator",
-        redirect_to(lambda w: reverse("dashboard:handoff_queue", args=[w.team.project.pk])),
-    ),
         prepare_holder=claimed,
     ),
     "dashboard:handoff_accept": Row(
