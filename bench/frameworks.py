@@ -385,11 +385,7 @@ async def openai_agents(bench: Bench) -> None:
         ADAPTER: SwitchboardSession(session_id, client, namespace=bench.namespace),
     }
     baseline = {store: bench.table_bytes(store, framework) for store in (PG, ADAPTER)}
-    models = {store: ScriptedModel() for store in sessions}
-    agents = {
-        store: Agent(name="shop", instructions="Help the customer.", model=models[store])
-        for store in sessions
-    }
+    shop = Agent(name="shop", instructions="Help the customer.")
     stored = 0  # items in each session (the same calls go to every store)
 
     def said(t: str) -> ResponseOutputMessage:
@@ -433,8 +429,10 @@ async def openai_agents(bench: Bench) -> None:
 
         def turn(store: str) -> Callable[[], Awaitable[Any]]:
             async def run() -> Any:
-                models[store].enqueue([said(text(rng, 400))])
-                return await Runner.run(agents[store], text(rng), session=sessions[store])
+                # A model per turn: a ScriptedModel keeps every call's input (the whole
+                # history), which would pile up over the run.
+                agent = shop.clone(model=ScriptedModel([[said(text(rng, 400))]]))
+                return await Runner.run(agent, text(rng), session=sessions[store])
 
             return run
 
