@@ -591,6 +591,10 @@ SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE_TARGETS = env_bool(
     "SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE_TARGETS", False
 )
 
+# Where people reach this Switchboard: the links of the handoff digests (e-mail, chat) and of
+# invitations sent from a shell start with it (a beat job or a command has no request's host).
+SWITCHBOARD_PUBLIC_URL = env_str("SWITCHBOARD_PUBLIC_URL", "http://127.0.0.1:8000")
+
 NINJA_PAGINATION_MAX_LIMIT = 500
 
 # text (default, for people) or json (one object per line, for a log pipeline). Either way each
@@ -617,10 +621,6 @@ LOGGING = {
     "loggers": {
         "django.db.backends": {"level": "INFO"},
         # httpx logs every webhook POST at INFO; deliveries and their attempts are in the database.
-# Where people reach this Switchboard: the links of the handoff digests (e-mail, chat) and of
-# invitations sent from a shell start with it (a beat job or a command has no request's host).
-SWITCHBOARD_PUBLIC_URL = env_str("SWITCHBOARD_PUBLIC_URL", "http://127.0.0.1:8000")
-
         "httpx": {"level": "WARNING"},
     },
 }

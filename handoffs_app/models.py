@@ -211,12 +211,6 @@ class HandoffSettings(models.Model):
     expire_after_overdue_seconds = models.PositiveIntegerField(default=24 * 60 * 60)
     lease_seconds = models.PositiveIntegerField(default=15 * 60)
     updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        verbose_name = "handoff settings"
-        verbose_name_plural = "handoff settings"  # not Django's default "settingss"
-
-    def __str__(self) -> str:
     # The digest of waiting handoffs (services.digest), off while the interval is 0: e-mailed
     # to these addresses and/or posted to a Slack-compatible incoming webhook ({"text": …}).
     digest_emails = models.JSONField(default=list, blank=True)
@@ -231,10 +225,10 @@ class HandoffSettings(models.Model):
     digest_chat_sent_state = models.CharField(max_length=64, blank=True, default="")
     digest_sent_at = models.DateTimeField(null=True, blank=True)
     digest_last_error = models.CharField(max_length=500, blank=True, default="")
-        return f"handoff SLA of project {self.project_id}"
 
-    def due_after(self, kind: str) -> timedelta:
-        return timedelta(seconds=getattr(self, f"{kind}_due_seconds"))
+    class Meta:
+        verbose_name = "handoff settings"
+        verbose_name_plural = "handoff settings"  # not Django's default "settingss"
         indexes = [
             # The digest job: projects with a digest, by when they are next due.
             models.Index(
@@ -243,6 +237,12 @@ class HandoffSettings(models.Model):
                 name="handoff_digest_due",
             ),
         ]
+
+    def __str__(self) -> str:
+        return f"handoff SLA of project {self.project_id}"
+
+    def due_after(self, kind: str) -> timedelta:
+        return timedelta(seconds=getattr(self, f"{kind}_due_seconds"))
 
     @property
     def lease(self) -> timedelta:

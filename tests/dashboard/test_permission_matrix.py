@@ -507,6 +507,21 @@ MATRIX: dict[str, Row] = {
     "dashboard:handoff_close": Row(
         "post", "operator", handoff_became(status_is("closed")), prepare_holder=claimed
     ),
+    # The handoff digest: admins only, to read as well (its addresses and chat URL are
+    # configuration, like webhooks); the GET is in tests/dashboard/test_handoff_digest.py.
+    "dashboard:handoff_digest": Row(
+        "post",
+        "admin",
+        changed(
+            console("dashboard:handoff_digest"),
+            lambda w: (
+                HandoffSettings.objects.get(project=w.team.project).digest_emails
+                == ["ops@example.com"]
+            ),
+            "handoff.digest",
+        ),
+        data={"emails": "ops@example.com", "chat_url": "", "interval": "3600"},
+    ),
     # Webhooks: admins only, to read as well (endpoint URLs and payloads are configuration).
     "dashboard:webhooks": Row("get", "admin", page, prepare=with_webhook),
     "dashboard:webhook_create": Row(
@@ -532,21 +547,6 @@ MATRIX: dict[str, Row] = {
             lambda w: RetentionPolicy.objects.filter(project=w.team.project).exists(),
             "retention.policy",
         ),
-    # The handoff digest: admins only, to read as well (its addresses and chat URL are
-    # configuration, like webhooks); the GET is in tests/dashboard/test_handoff_digest.py.
-    "dashboard:handoff_digest": Row(
-        "post",
-        "admin",
-        changed(
-            console("dashboard:handoff_digest"),
-            lambda w: (
-                HandoffSettings.objects.get(project=w.team.project).digest_emails
-                == ["ops@example.com"]
-            ),
-            "handoff.digest",
-        ),
-        data={"emails": "ops@example.com", "chat_url": "", "interval": "3600"},
-    ),
         data={
             "compact_after": "30",
             "archive_closed_after": "7",
