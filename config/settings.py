@@ -414,6 +414,32 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "login"
+# An invitation's link (core.services.invitations) is a Django password-reset token: it works
+# once and expires this many seconds after its e-mail was sent (Django's default: 3 days).
+PASSWORD_RESET_TIMEOUT = env_int("PASSWORD_RESET_TIMEOUT", 3 * 24 * 3600)
+
+# --- E-mail (invitations) -------------------------------------------------------------------
+# EMAIL_HOST set: SMTP through it. Unset: with DEBUG on (scripts/run) the console backend, which
+# prints each e-mail in the server's output; with DEBUG off SMTP to localhost:25 (a local mail
+# server), so a deployment that forgot EMAIL_HOST says the e-mail could not be sent rather than
+# printing links into its logs. EMAIL_BACKEND overrides either (the tests' servers use Django's
+# file-based backend, with EMAIL_FILE_PATH).
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)  # STARTTLS, usually port 587
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)  # TLS from the start, usually port 465
+if EMAIL_USE_TLS and EMAIL_USE_SSL:
+    raise ImproperlyConfigured("Set EMAIL_USE_TLS or EMAIL_USE_SSL, not both")
+EMAIL_PORT = env_int("EMAIL_PORT", 587 if EMAIL_USE_TLS else 465 if EMAIL_USE_SSL else 25)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
+EMAIL_HOST_PASSWORD = env_secret("EMAIL_HOST_PASSWORD")
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10)  # seconds: the admin's request waits for the send
+EMAIL_BACKEND = env_str("EMAIL_BACKEND") or (
+    "django.core.mail.backends.console.EmailBackend"
+    if DEBUG and not env_str("EMAIL_HOST")
+    else "django.core.mail.backends.smtp.EmailBackend"
+)
+EMAIL_FILE_PATH = env_str("EMAIL_FILE_PATH") or None
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Switchboard <switchboard@localhost>")
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

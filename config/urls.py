@@ -4,6 +4,7 @@ from django.views.generic import RedirectView
 
 from config.api import api
 from core import health
+from switchboard.accounts import invitations
 from switchboard.accounts.views import SignInView
 
 urlpatterns = [
@@ -17,6 +18,18 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     # Before Django's auth URLs: the sign-in that throttles failures (switchboard.accounts.views).
     path("accounts/login/", SignInView.as_view(), name="login"),
+    # An invitation's e-mailed link, then its password page (the token moved into the session;
+    # this path first: "set-password" would otherwise read as a token).
+    path(
+        "accounts/invitations/<uuid:invitation_id>/set-password/",
+        invitations.invitation_set_password,
+        name="invitation_set_password",
+    ),
+    path(
+        "accounts/invitations/<uuid:invitation_id>/<str:token>/",
+        invitations.invitation_link,
+        name="invitation_link",
+    ),
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("tasks_app.urls")),
     path("", include("switchboard.urls")),

@@ -50,6 +50,45 @@ class Membership(models.Model):
         return Role.rank(self.role) >= Role.rank(minimum)
 
 
+class Invitation(models.Model):
+    """An admin's invitation of someone who has no account yet (core.services.invitations).
+
+    The invitee is a pending user, created with the first invitation: inactive, with an
+    unusable password and the e-mail as username. A user row is what Django's password-reset
+    tokens (django.contrib.auth.tokens) are made from: they hash the user's id, password and
+    last login, so the link dies once a password is chosen, and expires after
+    PASSWORD_RESET_TIMEOUT. This row carries the rest (project, role, who invited) and only
+    while the invitation is pending: accepting turns it into a Membership, revoking deletes it,
+    and either way the link, which names this row, stops working. The audit log keeps the story.
+    """
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="invitations")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="invitations"
+    )
+    email = models.EmailField(max_length=254)
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
+    invited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="invitations_sent",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    # When the last e-mail went out: its link's expiry counts from here (resend renews it).
+    sent_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "user"], name="invitation_unique_user"),
+        ]
+
+    def __str__(self) -> str:
+        return f"invitation of {self.email} to project {self.project_id}: {self.role}"
+
+
 class KeyScope(models.TextChoices):
     """What an API key may reach: `agent` (sessions, tasks, handoffs of its project) or
     `admin` (also the project's settings, retention policy, holds, webhook endpoints)."""

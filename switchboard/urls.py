@@ -107,6 +107,17 @@ urlpatterns = [
         console.member_remove,
         name="member_remove",
     ),
+    # Invitations of people without an account (admin): sent from the members page.
+    path(
+        "p/<int:project_id>/invitations/<uuid:invitation_id>/resend/",
+        console.invitation_resend,
+        name="invitation_resend",
+    ),
+    path(
+        "p/<int:project_id>/invitations/<uuid:invitation_id>/revoke/",
+        console.invitation_revoke,
+        name="invitation_revoke",
+    ),
     path("p/<int:project_id>/keys/", console.api_keys, name="api_keys"),
     path("p/<int:project_id>/keys/create/", console.api_key_create, name="api_key_create"),
     path(

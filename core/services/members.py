@@ -23,7 +23,8 @@ class LastAdmin(Conflict):
 def find_user(identifier: str) -> User:
     """The user whose username is `identifier`, else whose e-mail is (case-insensitive).
 
-    NotFound when nobody matches; InvalidInput when an e-mail belongs to several accounts."""
+    NotFound when nobody matches (callers say how to invite them: core.services.invitations);
+    InvalidInput when an e-mail belongs to several accounts."""
     identifier = identifier.strip()
     if not identifier or text_problem(identifier):
         raise InvalidInput("Give the username or e-mail address of an existing user.")
@@ -40,7 +41,7 @@ def find_user(identifier: str) -> User:
         if matches:
             return matches[0]
     raise NotFound(
-        f"No user with the username or e-mail {identifier!r}. They need an account first.",
+        f"No user with the username or e-mail {identifier!r}.",
         detail={"user": identifier},
     )
 

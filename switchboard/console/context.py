@@ -57,6 +57,10 @@ KNOWN_ACTIONS = [
     "handoff.overdue",
     "handoff.expired",
     "handoff.settings",
+    "invitation.create",
+    "invitation.resend",
+    "invitation.revoke",
+    "invitation.accept",
     "member.add",
     "member.role",
     "member.remove",
@@ -84,6 +88,7 @@ KNOWN_ACTIONS = [
 KNOWN_TARGET_TYPES = [
     "api_key",
     "handoff",
+    "invitation",
     "membership",
     "project",
     "session",
@@ -119,6 +124,8 @@ def audit_target_url(project: Project, entry: AuditEntry) -> str | None:
         return reverse("tasks:detail", args=[target])
     if kind == "api_key":
         return f"{reverse('dashboard:api_keys', args=[project.pk])}#key-{target}"
+    if kind == "invitation":  # pending ones are listed there; a done one is not
+        return f"{reverse('dashboard:members', args=[project.pk])}#invitations"
     if kind == "membership":
         return f"{reverse('dashboard:members', args=[project.pk])}#member-{target}"
     if kind == "handoff" and _uuid(target):

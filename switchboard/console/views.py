@@ -9,12 +9,15 @@ service's message and the status of the refusal (400, or 409 for a conflict): no
 
 import contextlib
 from typing import Any
+from uuid import UUID
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django.views.decorators.vary import vary_on_headers
@@ -24,12 +27,17 @@ from core.errors import Conflict, DomainError, NotFound
 from core.models import ApiKey, Membership, Role
 from core.pages import base_context, form_errors, htmx_partial_for, project_for, user_projects
 from core.queries import filter_audit, page_audit, project_api_keys, project_members
-from core.services.members import (
-    add_project_member,
-    change_member_role,
-    find_user,
-    remove_member,
+from core.services.invitations import (
+    InvitationNotSent,
+    add_or_invite,
+    expires_at,
+    invitation_in,
+    link_lifetime,
+    pending_invitations,
+    resend_invitation,
+    revoke_invitation,
 )
+from core.services.members import change_member_role, remove_member
 from core.services.projects import (
     api_key_in,
     create_api_key,
@@ -65,6 +73,7 @@ MEMBERS_PAGE = "switchboard/members.html"
 KEYS_PAGE = "switchboard/api_keys.html"
 AUDIT_PAGE = "switchboard/audit_log.html"
 NEW_PROJECT_PAGE = "switchboard/new_project.html"
+CONSOLE_EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"
 
 
 def _actor(request: HttpRequest) -> Actor:
@@ -191,7 +200,29 @@ def _members_page(
     context["add_form"] = form or MemberAddForm()
     context["errors"] = errors if errors is not None else (form_errors(form) if form else [])
     context["roles"] = Role.choices
+    if context["is_admin"]:
+        context["invitation_lifetime"] = duration_text(int(link_lifetime().total_seconds()))
+        now = timezone.now()
+        context["invitations"] = [
+            {"invitation": i, "expires_at": expires_at(i), "expired": expires_at(i) <= now}
+            for i in pending_invitations(membership.project)
+        ]
     return render(request, MEMBERS_PAGE, context, status=status)
+
+
+def _site_url(request: HttpRequest) -> str:
+    """The address this console was opened at: invitation links start with it."""
+    return request.build_absolute_uri("/")
+
+
+def _sent_note(email: str) -> str:
+    if settings.EMAIL_BACKEND == CONSOLE_EMAIL_BACKEND:
+        # scripts/run: no mail server; say where the link went, or the demo's user waits for it.
+        return (
+            f"Invitation for {email} written to the server's console output (no EMAIL_HOST is "
+            "set): copy its link from there."
+        )
+    return f"Invitation e-mailed to {email}."
 
 
 def _member_of(membership: Membership, member_id: int) -> Membership:
@@ -218,20 +249,58 @@ def members(request: HttpRequest, project_id: int) -> HttpResponse:
 @require_POST
 @login_required
 def member_add(request: HttpRequest, project_id: int) -> HttpResponse:
+    """Add an existing user, or invite an e-mail address that has no account yet."""
     membership = project_for(request, project_id, Role.ADMIN)
     form = MemberAddForm(request.POST)
     if not form.is_valid():
         return _members_page(request, membership, form, status=400)
+    role = form.cleaned_data["role"]
     try:
-        user = find_user(form.cleaned_data["user"])
-        add_project_member(
-            membership.project, user, role=form.cleaned_data["role"], actor=_actor(request)
+        outcome = add_or_invite(
+            membership.project,
+            form.cleaned_data["user"],
+            role=role,
+            actor=_actor(request),
+            base_url=_site_url(request),
         )
+    except InvitationNotSent as error:
+        messages.warning(request, error.message)  # saved and listed: Resend once mail works
+        return redirect(f"{reverse('dashboard:members', args=[project_id])}#invitations")
     except DomainError as error:
         form.add_error(None, error.message)
         return _members_page(request, membership, form, status=_refusal_status(error))
-    messages.success(request, f"{user.get_username()} added as {form.cleaned_data['role']}.")
+    if outcome.invitation is not None:
+        messages.success(request, f"{_sent_note(outcome.invitation.email)} Role: {role}.")
+        return redirect(f"{reverse('dashboard:members', args=[project_id])}#invitations")
+    assert outcome.membership is not None
+    messages.success(request, f"{outcome.membership.user.get_username()} added as {role}.")
     return redirect("dashboard:members", project_id)
+
+
+@require_POST
+@login_required
+def invitation_resend(request: HttpRequest, project_id: int, invitation_id: UUID) -> HttpResponse:
+    membership = project_for(request, project_id, Role.ADMIN)
+    invitation = invitation_in(membership.project_id, invitation_id)
+    try:
+        resend_invitation(invitation, actor=_actor(request), base_url=_site_url(request))
+    except InvitationNotSent as error:
+        messages.warning(request, error.message)
+    else:
+        messages.success(request, f"{_sent_note(invitation.email)} The new link expires later.")
+    return redirect(f"{reverse('dashboard:members', args=[project_id])}#invitations")
+
+
+@require_POST
+@login_required
+def invitation_revoke(request: HttpRequest, project_id: int, invitation_id: UUID) -> HttpResponse:
+    membership = project_for(request, project_id, Role.ADMIN)
+    invitation = invitation_in(membership.project_id, invitation_id)
+    revoke_invitation(invitation, actor=_actor(request))
+    messages.success(
+        request, f"Invitation for {invitation.email} revoked: its link no longer works."
+    )
+    return redirect(f"{reverse('dashboard:members', args=[project_id])}#invitations")
 
 
 @require_POST

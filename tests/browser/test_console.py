@@ -133,14 +133,14 @@ def test_an_admin_adds_a_member_who_then_signs_in_and_sees_the_project(
     page.goto(f"{live_url}/p/{team.project.pk}/members/")
     page.get_by_label("Username or e-mail").fill("newcomer@example.com")
     page.locator("#id_role").select_option("operator")
-    page.get_by_role("button", name="Add member").click()
+    page.get_by_role("button", name="Add or invite").click()
     expect(page.locator(".messages")).to_contain_text("newcomer added as operator.")
     member = Membership.objects.get(project=team.project, user=newcomer)
     expect(page.locator(f"#member-{member.pk}")).to_contain_text("newcomer@example.com")
 
     # A duplicate is refused on the page, in words.
     page.get_by_label("Username or e-mail").fill("newcomer")
-    page.get_by_role("button", name="Add member").click()
+    page.get_by_role("button", name="Add or invite").click()
     expect(page.get_by_role("alert")).to_contain_text("newcomer is already a member")
     screenshot("admin-members")
     page.check_policy()

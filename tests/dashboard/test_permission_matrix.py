@@ -22,6 +22,7 @@ from urllib.parse import quote
 import pytest
 from asgiref.sync import async_to_sync
 from django.conf import settings
+from django.core import mail
 from django.db import transaction
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
@@ -30,12 +31,14 @@ from core.actors import Actor
 from core.models import (
     ApiKey,
     AuditEntry,
+    Invitation,
     Membership,
     Project,
     Role,
     WebhookDelivery,
     WebhookEndpoint,
 )
+from core.services.invitations import invite_member
 from core.services.webhooks import create_endpoint
 from handoffs_app.models import Handoff, HandoffSettings
 from handoffs_app.services.handoffs import claim_handoff, request_handoff_locked, take_over
@@ -108,6 +111,9 @@ class World:
             values["hold_id"] = hold.pk
         if delivery is not None:
             values["delivery_id"] = delivery.pk
+        invitation = Invitation.objects.filter(project=self.team.project).first()
+        if invitation is not None:
+            values["invitation_id"] = invitation.public_id
         missing = [k for k in URLS[name] if k not in values]
         assert not missing, f"{name}: teach World.kwargs how to fill {missing}"
         return {k: values[k] for k in URLS[name]}
@@ -141,6 +147,8 @@ def snapshot() -> dict[str, Any]:
         "retention_policies": sorted(RetentionPolicy.objects.values_list("pk", "compact_after")),
         "holds": sorted(LegalHold.objects.values_list("pk", "released_at")),
         "runs": RetentionRun.objects.count(),
+        "invitations": sorted(Invitation.objects.values_list("public_id", "sent_at")),
+        "mails": len(mail.outbox),
     }
 
 
@@ -255,6 +263,20 @@ class Row:
     # Handoff actions of the lease holder: claimed first by the persona (an operator or
     # admin), or by the project's operator (for the others, who are refused anyway).
     prepare_holder: Callable[[World, Any], None] | None = None
+
+
+def invited(world: World) -> None:
+    invite_member(
+        world.team.project,
+        "invitee@example.com",
+        role=Role.VIEWER,
+        actor=Actor.for_user(world.team.admin),
+        base_url="http://testserver/",
+    )
+
+
+def members_invitations(world: World) -> str:
+    return f"{reverse('dashboard:members', args=[world.team.project.pk])}#invitations"
 
 
 def paused(world: World) -> None:
@@ -623,6 +645,20 @@ MATRIX: dict[str, Row] = {
             "member.add",
         ),
         data=lambda w: {"user": w.stranger.username, "role": "operator"},
+    ),
+    "dashboard:invitation_resend": Row(
+        "post",
+        "admin",
+        changed(members_invitations, lambda w: len(mail.outbox) == 2, "invitation.resend"),
+        prepare=invited,
+    ),
+    "dashboard:invitation_revoke": Row(
+        "post",
+        "admin",
+        changed(
+            members_invitations, lambda w: not Invitation.objects.exists(), "invitation.revoke"
+        ),
+        prepare=invited,
     ),
     "dashboard:member_role": Row(
         "post",

@@ -9,6 +9,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 from core.actors import Actor
 from core.models import Membership, Role, WebhookDelivery, WebhookEndpoint
+from core.services.invitations import invite_member
 from core.services.webhooks import create_endpoint
 from handoffs_app.services.handoffs import request_handoff
 from retention_app.models import LegalHold
@@ -81,6 +82,8 @@ LEAST_ROLE: dict[str, tuple[tuple[str, ...], str]] = {
     "dashboard:member_add": (("POST",), "admin"),
     "dashboard:member_role": (("POST",), "admin"),
     "dashboard:member_remove": (("POST",), "admin"),
+    "dashboard:invitation_resend": (("POST",), "admin"),
+    "dashboard:invitation_revoke": (("POST",), "admin"),
     "dashboard:api_keys": (("GET",), "admin"),
     "dashboard:api_key_create": (("POST",), "admin"),
     "dashboard:api_key_revoke": (("POST",), "admin"),
@@ -201,6 +204,13 @@ def build_world(project, tag: str) -> dict[str, Any]:
     pause_session(paused, actor=Actor.system("probe"), reason="a delivery")
     place_hold(project, session=session, reason=secret, actor=Actor.system("probe"))
     viewer = make_member(project, Role.VIEWER)
+    invitation = invite_member(
+        project,
+        f"invitee-{tag}-{project.pk}@example.com",
+        role=Role.VIEWER,
+        actor=Actor.system("probe"),
+        base_url="http://testserver/",
+    )
     return {
         "secret": secret,
         "project_id": project.pk,
@@ -212,6 +222,7 @@ def build_world(project, tag: str) -> dict[str, Any]:
         "endpoint_id": WebhookEndpoint.objects.get(project=project).pk,
         "delivery_id": WebhookDelivery.objects.get(project=project).pk,
         "hold_id": LegalHold.objects.get(project=project).pk,
+        "invitation_id": invitation.public_id,
         "stranger": make_user().username,
     }
 
