@@ -9,7 +9,9 @@ as the dashboard would) while the tool call waits in another thread.
 import asyncio
 import contextlib
 import json
+import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -337,3 +339,23 @@ def test_a_wrong_key_is_a_tool_error_and_the_console_script_serves(server_url, a
     for result in with_mcp(params, work):
         assert "Switchboard refused: 401 unauthorized: Send a valid API key" in error_text(result)
     assert not Session.objects.filter(external_id=NAMESPACE + "k-1").exists()
+
+
+def test_without_url_and_key_it_says_so_and_exits():
+    # The client's default environment (what stdio_client passes): no SWITCHBOARD_* variables.
+    environment = {
+        name: value for name, value in os.environ.items() if not name.startswith("SWITCHBOARD_")
+    }
+    started = subprocess.run(
+        [sys.executable, "-m", "switchboard_client.mcp"],
+        env=environment,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert started.returncode == 2
+    assert started.stderr.startswith(
+        "switchboard-mcp: set SWITCHBOARD_URL and SWITCHBOARD_API_KEY in the server's environment"
+    )
+    assert started.stdout == ""

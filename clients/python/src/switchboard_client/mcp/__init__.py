@@ -10,6 +10,7 @@ over stdio, with SWITCHBOARD_URL and SWITCHBOARD_API_KEY in its environment
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -20,6 +21,8 @@ from ..errors import ConfigurationError
 from .server import DEFAULT_AGENT, DEFAULT_POLL, PersonAnswer, build_server
 
 __all__ = ["PersonAnswer", "build_server", "main"]
+
+ENVIRONMENT = ("SWITCHBOARD_URL", "SWITCHBOARD_API_KEY")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -44,9 +47,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     options = parser.parse_args(argv)
     try:
         client = AsyncClient()
-    except ConfigurationError as error:
+    except ConfigurationError:
         # Said before the client's first request: a server without a key can do nothing.
-        print(f"switchboard-mcp: {error.message}", file=sys.stderr)
+        missing = [name for name in ENVIRONMENT if not os.environ.get(name)]
+        print(
+            f"switchboard-mcp: set {' and '.join(missing)} in the server's environment "
+            '(the "env" of its entry in the MCP client\'s configuration).',
+            file=sys.stderr,
+        )
         raise SystemExit(2) from None
 
     async def serve() -> None:
