@@ -236,3 +236,20 @@ def next_waiting_handoff(project: Project | int, *, after: Handoff | None = None
             return found
         waiting = waiting.exclude(pk=after.pk)
     return waiting.order_by(*order).first()
+
+
+def waiting_marks(project: Project | int, *, limit: int = 20) -> list[Handoff]:
+    """The waiting (open, unclaimed) handoffs a page's browser notifications watch: the newest
+    `limit` (one just asked for is among them) and the first `limit` in the queue's order (one
+    just made overdue or urgent rises there), at most 2 × `limit` rows, each with its agent."""
+    project_id = project.pk if isinstance(project, Project) else project
+    waiting = Handoff.objects.filter(project_id=project_id, status=HandoffStatus.OPEN)
+    newest = waiting.order_by("-created_at", "-id").values("pk")[:limit]
+    first = waiting.order_by("-priority", "created_at", "id").values("pk")[:limit]
+    # One query (each live flush runs it): the two LIMITed sets as subqueries.
+    return list(
+        Handoff.objects.filter(Q(pk__in=newest) | Q(pk__in=first))
+        .select_related("session__agent")
+        .only("id", "kind", "reason", "priority", "overdue", "created_at", "session__agent__name")
+        .order_by("-priority", "created_at", "id")
+    )

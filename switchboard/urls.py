@@ -71,6 +71,8 @@ urlpatterns = [
     path("p/<int:project_id>/handoffs/", handoffs.handoff_queue, name="handoff_queue"),
     # The next waiting handoff (?after=<id>: after that one), for the keyboard's "n".
     path("p/<int:project_id>/handoffs/next/", handoffs.handoff_next, name="handoff_next"),
+    # The waiting handoffs, for the browser notifications of a person who turned them on.
+    path("p/<int:project_id>/handoffs/waiting/", handoffs.handoff_waiting, name="handoff_waiting"),
     path("handoffs/<uuid:handoff_id>/", handoffs.handoff_detail, name="handoff_detail"),
     path(
         "handoffs/<uuid:handoff_id>/messages/",

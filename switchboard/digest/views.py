@@ -11,6 +11,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
 from core.errors import InvalidInput
@@ -34,6 +35,8 @@ def _page(request: HttpRequest, membership: Membership, form: DigestForm | None)
             "form": form or DigestForm.for_settings(row),
             "digest": row,
             "interval_text": INTERVALS.get(row.digest_interval_seconds, ""),
+            # Due already: the job's next run (within a minute) looks at it.
+            "due_now": row.digest_due_at is not None and row.digest_due_at <= timezone.now(),
             "errors": form_errors(form) if form is not None else [],
         }
     )

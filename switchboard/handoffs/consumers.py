@@ -33,6 +33,7 @@ from core.realtime import session_group
 from handoffs_app import presence
 from handoffs_app.access import get_handoff_for_user
 from handoffs_app.domain_events import handoff_group
+from handoffs_app.queries import waiting_marks
 from switchboard.handoffs.context import queue_context
 from switchboard.handoffs.forms import QueueFilterForm
 from switchboard.handoffs.views import QUEUE_PAGE, NavCounts, nav_counts, workspace_frame
@@ -52,6 +53,13 @@ WORKSPACE_PARTS = [
 ]
 # A session event (an append while the handoff is open) changes only these.
 SESSION_PARTS = ["conversation", "state-panel", "facts-panel"]
+
+
+def notify_marks(project_id: int) -> str:
+    """The waiting handoffs the page's browser notifications compare with the last ones
+    (static/js/notify.js), swapped in out of band with the navigation's count."""
+    context = {"handoff_nav": {"marks": waiting_marks(project_id)}, "oob": True}
+    return render_to_string("switchboard/_handoff_notify.html#notify-marks", context)
 
 
 @dataclass
@@ -103,6 +111,7 @@ class QueueStream:
                 render_to_string(f"{QUEUE_PAGE}#queue-rows", context),
                 render_to_string(f"{QUEUE_PAGE}#queue-counts", context),
                 render_to_string("_base.html#nav-handoff-count", context),
+                notify_marks(self.project_id),
             ]
         )
 
@@ -145,7 +154,9 @@ class NavStream:
         except DomainError:
             raise AccessLost from None
         context = {"handoff_nav": nav_counts(self.project_id), "oob": True}
-        return render_to_string("_base.html#nav-handoff-count", context)
+        return render_to_string("_base.html#nav-handoff-count", context) + notify_marks(
+            self.project_id
+        )
 
 
 class HandoffNavConsumer(LiveListConsumer):

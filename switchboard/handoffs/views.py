@@ -18,6 +18,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import reswap
@@ -28,7 +29,7 @@ from core.pages import base_context, cursor_links, form_errors, htmx_partial_for
 from handoffs_app.access import get_handoff_for_user
 from handoffs_app.errors import HandoffNotActive, NotLeaseHolder
 from handoffs_app.models import Handoff
-from handoffs_app.queries import next_waiting_handoff, queue_counts
+from handoffs_app.queries import next_waiting_handoff, queue_counts, waiting_marks
 from handoffs_app.services import handoffs as services
 from switchboard.handoffs.context import (
     Preview,
@@ -114,6 +115,18 @@ def handoff_next(request: HttpRequest, project_id: int) -> HttpResponse:
         messages.info(request, "Nobody else is waiting for a person right now.")
         return redirect("dashboard:handoff_queue", membership.project_id)
     return redirect("dashboard:handoff_detail", found.pk)
+
+
+@require_GET
+@login_required
+@never_cache
+def handoff_waiting(request: HttpRequest, project_id: int) -> HttpResponse:
+    """The waiting handoffs as static/js/notify.js compares them: fetched once per page by a
+    person who turned browser notifications on (the live feed brings the later lists), so
+    pages cost nothing for everyone else. Any member."""
+    membership = project_for(request, project_id)
+    context = {"handoff_nav": {"marks": waiting_marks(membership.project_id)}}
+    return render(request, "switchboard/_handoff_notify.html#notify-marks", context)
 
 
 # --- Workspace -----------------------------------------------------------------------------

@@ -529,6 +529,8 @@ MATRIX: dict[str, Row] = {
     "dashboard:handoff_close": Row(
         "post", "operator", handoff_became(status_is("closed")), prepare_holder=claimed
     ),
+    # The waiting handoffs the browser notifications compare (static/js/notify.js).
+    "dashboard:handoff_waiting": Row("get", "viewer", page),
     # The handoff digest: admins only, to read as well (its addresses and chat URL are
     # configuration, like webhooks); the GET is in tests/dashboard/test_handoff_digest.py.
     "dashboard:handoff_digest": Row(
