@@ -164,6 +164,29 @@ def test_recorded_events_are_read_back_as_state(server_url, api_key):
     assert then.structured_content["facts"] == {}
 
 
+def test_a_session_named_by_its_switchboard_id_is_that_session(server_url, api_key, sb):
+    """`switchboard:<id>`, as a dashboard fork's page gives it: no session of that name made."""
+    parent = sb.open_session("elsewhere")
+    head = sb.append(parent.id, [{"kind": "state", "content": {"step": "before"}}]).head_seq
+    fork = sb.fork(parent.id, head)
+    name = f"switchboard:{fork.id}"
+
+    async def work(session: ClientSession):
+        recorded = await session.call_tool(
+            "record_event", {"session": name, "kind": "note", "content": "picked up the fork"}
+        )
+        return recorded, await session.call_tool("read_state", {"session": name})
+
+    recorded, state = with_mcp(server_params(server_url, api_key), work)
+    assert recorded.structured_content["session_id"] == fork.id
+    assert state.structured_content["session_id"] == fork.id
+    assert state.structured_content["state"] == {"step": "before"}
+    assert Event.objects.filter(
+        session_id=fork.id, kind="note", content={"text": "picked up the fork"}
+    ).exists()
+    assert not Session.objects.filter(external_id__startswith=NAMESPACE).exists()
+
+
 def test_a_question_waits_for_the_persons_answer(server_url, api_key, project):
     progress: list = []
     asked = {"session": "q-1", "kind": "question", "prompt": "Ship to the old address?"}

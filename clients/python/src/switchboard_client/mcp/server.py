@@ -29,7 +29,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field
 
 from .. import models as m
-from .._adapters import async_client, namespaced
+from .._adapters import async_client, namespaced, session_reference
 from .._async_client import AsyncClient
 from .._sync_client import Client
 from .._version import __version__
@@ -51,7 +51,8 @@ SessionName = Annotated[
         min_length=1,
         max_length=200,
         description="The session to act on: your own name for it (an external id), opened on "
-        "first use. Use the same name for one conversation or task.",
+        "first use; use the same name for one conversation or task. `switchboard:<session "
+        "id>` (as a session or fork page in the dashboard shows it) is that session itself.",
     ),
 ]
 
@@ -135,7 +136,7 @@ class _Tools:
         self._sessions: dict[str, str] = {}
 
     async def _session_id(self, name: str) -> str:
-        known = self._sessions.get(name)
+        known = self._sessions.get(name) or session_reference(name)
         if known is None:
             opened = await self.client.open_session(
                 self.agent, external_id=namespaced(self.namespace, name)
