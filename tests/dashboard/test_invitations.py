@@ -275,3 +275,15 @@ def test_a_bad_link_gets_the_friendly_page(team, path):
     response = Client().get(path)
     assert response.status_code == 404
     assert b"This invitation link no longer works" in response.content
+
+
+def test_the_password_page_takes_a_post_only_with_a_csrf_token(team):
+    invitation = invite(team)
+    browser = Client(enforce_csrf_checks=True)
+    password_page = browser.get(link_path())["Location"]
+    assert browser.get(password_page).status_code == 200
+    before = state()
+    response = browser.post(password_page, {"new_password1": PASSWORD, "new_password2": PASSWORD})
+    assert response.status_code == 403
+    assert state() == before
+    assert not get_user_model().objects.get(pk=invitation.user_id).is_active
