@@ -18,6 +18,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from switchboard_client import AsyncClient
 
@@ -254,6 +255,21 @@ def test_a_rejected_approval_says_why(server_url, api_key, project):
     answer = waiting.result().structured_content
     assert answer["outcome"] == "rejected" and answer["reason"] == "Delivered on time."
     assert answer["args"] is None and answer["edited"] is False
+
+
+def test_an_ignored_approval_is_no_verdict(server_url, api_key, project):
+    if not hasattr(svc, "ignore"):
+        pytest.skip("this server has no 'ignore' answer yet")
+    asked = {"session": "refund-3", "kind": "approval", "prompt": "Refund?", "action": "refund"}
+    waiting = InBackground(server_params(server_url, api_key), call("ask_person", asked))
+    handoff = pending_handoff("refund-3")
+    person = operator(project)
+    svc.claim_handoff(handoff, user=person)
+    svc.ignore(handoff, user=person)
+
+    answer = waiting.result().structured_content
+    assert (answer["outcome"], answer["status"]) == ("ignored", "ignored")
+    assert answer["reason"] is None and answer["args"] is None
 
 
 def test_a_takeover_waits_until_the_person_hands_back(server_url, api_key, project):

@@ -58,7 +58,15 @@ SessionName = Annotated[
 
 
 Outcome = Literal[
-    "answered", "approved", "rejected", "handed_back", "closed", "cancelled", "expired", "timed_out"
+    "answered",
+    "approved",
+    "rejected",
+    "ignored",
+    "handed_back",
+    "closed",
+    "cancelled",
+    "expired",
+    "timed_out",
 ]
 
 
@@ -68,7 +76,8 @@ class PersonAnswer(BaseModel):
     outcome: Outcome = Field(
         description="answered: a question's text (and choice); approved: the action may run, "
         "with `args` (edited when `edited`); rejected: it may not (`reason`, or the person's "
-        "`text`); handed_back: a take-over ended and the session is the agent's again "
+        "`text`); ignored: the person dismissed the request without a verdict (go on without "
+        "the action); handed_back: a take-over ended and the session is the agent's again "
         "(`messages` the person wrote meanwhile); closed: the person closed the session; "
         "cancelled / expired: nobody answered; timed_out: no answer within timeout_seconds "
         "(the request was withdrawn unless the person holds the session)."
@@ -396,8 +405,10 @@ def _answer(handoff: m.Handoff, messages: list[str], *, timed_out: bool) -> Pers
         outcome = "approved"
         edited = kind == "edit"
         fields |= {"action": answer.get("action"), "args": answer.get("args"), "edited": edited}
-    elif kind in ("reject", "ignore", "respond"):
-        # Refused, dismissed, or words instead of a decision: the action is not approved.
+    elif kind == "ignore":
+        outcome = "ignored"
+    elif kind in ("reject", "respond"):
+        # Refused, or words instead of a decision: either way the action is not approved.
         outcome = "rejected"
         fields |= {"reason": answer.get("reason") or None, "text": answer.get("text")}
     elif timed_out:
