@@ -16,9 +16,11 @@ from handoffs_app.models import Handoff, HandoffViewer
 from tests.browser.conftest import ARTIFACTS, sign_in
 from tests.browser.test_content_security_policy import watched  # noqa: F401  (the CSP watch)
 from tests.browser.test_handoff_loop import APPROVAL  # accept, edit, respond and reject allowed
+from tests.browser.test_live_without_redis import no_redis
 from tests.dashboard.conftest import Team, team  # noqa: F401
 from tests.factories import make_member, make_session
 from tests.handoffs.helpers import ask
+from tests.servers import asgi_server
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -254,3 +256,30 @@ def test_two_people_on_one_workspace_each_see_the_other_live(team: Team, live_ur
     # bob closed his browser: he leaves alice's line within seconds.
     expect(line).to_be_hidden(timeout=PRESENCE_MS)
     assert not HandoffViewer.objects.filter(user=bob).exists()
+
+
+def test_presence_reaches_across_server_processes_without_redis(team: Team, browser, tmp_path):
+    """The run command's embedded default (no Redis: the LISTEN/NOTIFY channel layer, a
+    per-process cache) with two server processes: the presence rows live in the database and
+    the changes travel as notices, so each person still sees the other, and the leave."""
+    handoff = queue_of(team)["urgent"]
+    bob = make_member(team.project, Role.OPERATOR, "bob")
+    with asgi_server(workers=2, **no_redis(tmp_path)) as base_url:
+        workspace = f"{base_url}/handoffs/{handoff.pk}/"
+        context_a, context_b = browser.new_context(), browser.new_context()
+        try:
+            page_a, page_b = context_a.new_page(), context_b.new_page()
+            sign_in(page_a, base_url, team.operator.username)
+            page_a.goto(workspace)
+            sign_in(page_b, base_url, bob.username)
+            page_b.goto(workspace)
+            line_a = page_a.locator("#handoff-presence")
+            expect(line_a).to_have_text("Also viewing: bob", timeout=PRESENCE_MS)
+            expect(page_b.locator("#handoff-presence")).to_have_text(
+                f"Also viewing: {team.operator.username}", timeout=PRESENCE_MS
+            )
+            context_b.close()
+            expect(line_a).to_be_hidden(timeout=PRESENCE_MS)
+        finally:
+            context_a.close()
+            context_b.close()
