@@ -20,10 +20,10 @@
 
   function shown(el) { return !!el && !el.disabled && el.getClientRects().length > 0; }
 
+  // The status line stays in the page (a live region is announced only if it was there
+  // before its text changed); empty, it takes no room (handoff_aids.css).
   function say(text) {
-    if (!said) return;
-    said.textContent = text;
-    said.hidden = !text;
+    if (said) said.textContent = text;
   }
 
   // --- Help ----------------------------------------------------------------------------------
