@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from core.actors import Actor
 from core.models import Project, Role
-from core.services.projects import add_member, create_project
+from core.services.projects import add_member, create_api_key, create_project, revoke_api_key
 from handoffs_app.models import ACTIVE_STATUSES, Handoff, HandoffKind
 from handoffs_app.services.handoffs import claim_handoff, request_handoff
 from handoffs_app.services.jobs import enforce_sla_batch
@@ -25,6 +25,7 @@ from sessions_app.models import SessionStatus
 from sessions_app.services.events import EventDraft, append_events
 from sessions_app.services.lifecycle import transition_session
 from sessions_app.services.sessions import fork_session, open_session
+from switchboard.management import framework_agents
 from tasks_app.demo import build_demo_tasks, linked_task_script
 
 DEMO_PROJECT = "demo"
@@ -66,6 +67,8 @@ class Command(BaseCommand):
             build_demo(project, random.Random(seed), long_log=long_log)
             build_demo_tasks(project)
             build_demo_handoffs(project, random.Random(seed))
+            for line in build_framework_agents(project):
+                self.stdout.write(line)
             self.stdout.write(self.style.SUCCESS(f"Demo project {DEMO_PROJECT!r} created."))
         else:
             self.stdout.write(f"Demo project {DEMO_PROJECT!r} already there; left as it is.")
@@ -283,6 +286,33 @@ def write_conversation(
         session.refresh_from_db()
     for _ in script:  # the rest of the task's steps, after the conversation
         pass
+
+
+def build_framework_agents(project: Project) -> list[str]:
+    """One agent per agent framework whose adapter is installed (framework_agents: LangGraph,
+    the OpenAI Agents SDK, Google ADK; no model calls), each a conversation in a session of its
+    own that ends asking a person through the framework's human in the loop, left waiting in
+    the queue. Through the real adapters over the HTTP API, answered in this process with a key
+    made for it and revoked after. What was done, in lines to print."""
+    frameworks = framework_agents.installed()
+    missing = [fw for fw in framework_agents.FRAMEWORKS if fw not in frameworks]
+    lines = []
+    if missing:
+        lines.append(
+            f"Agent framework demo skipped for {', '.join(missing)}: not installed here "
+            "(the client's extras; scripts/test installs them)."
+        )
+    if not frameworks:
+        return lines
+    actor = Actor.system("seed_demo")
+    key, raw_key = create_api_key(project, name="seed_demo frameworks", actor=actor)
+    try:
+        names = {fw: f"{fw}-demo-1" for fw in frameworks}
+        done = framework_agents.run_in_process(raw_key, frameworks, names)
+    finally:
+        revoke_api_key(key, actor=actor)
+    lines += [f"  {framework_agents.AGENTS[fw]} ({fw}): {done[fw]}" for fw in frameworks]
+    return lines
 
 
 DEMO_APPROVAL = {

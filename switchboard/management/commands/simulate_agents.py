@@ -1,6 +1,11 @@
 """Live agents for the demo: they talk to the public HTTP API (never the ORM), so a newcomer
 watching the dashboard sees events stream in, tasks advance and sessions pause for a human.
 
+One agent per agent framework whose adapter is installed (LangGraph, the OpenAI Agents SDK,
+Google ADK: framework_agents, scripted, no model calls) starts a conversation now and then,
+through the real adapter, and asks a person through the framework's own human in the loop;
+answered in the queue, its run finishes with the answer.
+
 Now and then an agent asks a person to approve a refund (`POST /sessions/{id}/handoffs`) and
 waits for the answer by long-poll (`GET /handoffs/{id}?wait=30`, in a thread of its own, so
 the other agents keep going): approved (as proposed or edited) it carries the action out with
@@ -20,6 +25,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from core.actors import Actor
 from core.models import ApiKey, Project
 from core.services.projects import create_api_key, revoke_api_key
+from switchboard.management.framework_agents import LiveEpisodes
 
 KEY_NAME = "simulate_agents"
 
@@ -71,6 +77,13 @@ class Command(BaseCommand):
             self._wait(options["base_url"])
         rng = random.Random(options["seed"])
         simulator = Simulator(api, rng, self.stdout.write)
+        # One agent per agent framework whose adapter is installed (framework_agents).
+        simulator.frameworks = LiveEpisodes(options["base_url"], raw_key, self.stdout.write)
+        if not simulator.frameworks.frameworks:
+            self.stdout.write(
+                "No agent framework installed here (the client's extras): "
+                "the framework agents are left out."
+            )
         step = 0
         unreachable = False
         try:
@@ -112,7 +125,13 @@ class Simulator:
         self.log = log
         self.sessions: dict[str, dict[str, Any]] = {}
 
+    # Agents of the agent frameworks (LangGraph, OpenAI Agents SDK, ADK), when installed.
+    frameworks: LiveEpisodes | None = None
+
     def step(self) -> None:
+        if self.frameworks is not None:
+            # About one episode a minute at the default interval of a second.
+            self.frameworks.step(0.02, self.rng.random())
         agent = self.rng.choice(self.AGENTS)
         current = self.sessions.get(agent)
         if current is None or current.get("status") in {"closed", "archived"}:
