@@ -372,7 +372,12 @@ def _take_due(now: datetime, limit: int) -> tuple[list[_Taken], int]:
             HandoffSettings.objects.filter(pk=row.pk).update(
                 digest_due_at=now + timedelta(seconds=row.digest_interval_seconds)
             )
-            digest = waiting_digest(row.project, now=now)
+            try:
+                with transaction.atomic():  # a savepoint: one project's failure stays its own
+                    digest = waiting_digest(row.project, now=now)
+            except Exception:  # noqa: BLE001 - logged; the others' digests still go out
+                logger.exception("handoff digest of project %s not composed", row.project_id)
+                continue
             if digest is None:
                 continue
             email_due = bool(row.digest_emails) and digest.state != row.digest_email_sent_state

@@ -184,3 +184,27 @@ def test_two_workers_at_once_send_each_digest_once(transactional_db, project):
                 assert sorted(sent) == [0, 0, 1], f"round {round_}: {sent}"
         assert len(chat.wait_for(4)) == 4
         assert len(chat.requests) == 4
+
+
+def test_one_project_that_cannot_be_composed_holds_up_no_other(db, monkeypatch, caplog):
+    from handoffs_app.services import digest as digest_service
+    from tests.factories import make_project
+
+    broken, fine = make_project(), make_project()
+    for project in (broken, fine):
+        enable(project, emails=[f"ops-{project.pk}@example.com"])
+        ask(make_session(project))
+    real = digest_service.waiting_digest
+
+    def fails_for_broken(project, **kwargs):
+        if project.pk == broken.pk:
+            raise RuntimeError("a fault injected for the test")
+        return real(project, **kwargs)
+
+    monkeypatch.setattr(digest_service, "waiting_digest", fails_for_broken)
+    run = send_due_digests()
+    assert (run.looked_at, run.sent) == (2, 1)
+    assert [m.to for m in mail.outbox] == [[f"ops-{fine.pk}@example.com"]]
+    assert "handoff digest of project" in caplog.text
+    # Its next look moved on like the others': tried again at its next interval.
+    assert HandoffSettings.objects.get(project=broken).digest_due_at > timezone.now()
