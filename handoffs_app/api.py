@@ -74,7 +74,16 @@ class HandoffIn(InSchema):
                     "payload": {
                         "action_request": {
                             "action": "refund",
-                            "args": {"order": "A-1001", "amount": "120.00"},
+                            "args": {"order": "A-1001", "amount": 120.0, "notify": True},
+                            "args_schema": {
+                                "type": "object",
+                                "properties": {
+                                    "order": {"type": "string", "title": "Order"},
+                                    "amount": {"type": "number", "minimum": 0},
+                                    "notify": {"type": "boolean"},
+                                },
+                                "required": ["order", "amount"],
+                            },
                         },
                         "config": {
                             "allow_accept": True,
@@ -133,8 +142,9 @@ class HandoffOut(OutSchema):
     allowed_answers: list[str]
     answer: dict[str, Any] | None = Field(
         ...,
-        description='{"type": "respond"|"accept"|"edit"|"reject"|"budget", "text"?, '
-        '"choice"?, "action"?, "args"?, "budget"?, "by", "at"}',
+        description='{"type": "respond"|"accept"|"edit"|"reject"|"ignore"|"budget", "text"?, '
+        '"choice"?, "action"?, "args"?, "reason"?, "budget"?, "by", "at"}; "ignore" (status '
+        '"ignored"): the person dismissed the request, go on without the action',
     )
     holder: str | None
     lease_expires_at: datetime | None

@@ -86,6 +86,18 @@ class HandoffAnswered(HandoffEvent):
 
 
 @dataclass(frozen=True)
+class HandoffIgnored(HandoffEvent):
+    """The holder dismissed the request (answer type "ignore"); the handoff is over. Agents
+    learn it as an answer: the `handoff.answered` webhook, with `answer.type` "ignore"."""
+
+    type = "handoff.ignored"
+    answer: dict[str, Any] | None = None
+
+    def webhook_event(self) -> str | None:
+        return "handoff.answered"
+
+
+@dataclass(frozen=True)
 class HandoffTakenOver(HandoffEvent):
     type = "handoff.taken_over"
 
@@ -141,6 +153,7 @@ EVENT_CLASSES: dict[str, type[HandoffEvent]] = {
         HandoffReleased,
         HandoffReassigned,
         HandoffAnswered,
+        HandoffIgnored,
         HandoffTakenOver,
         HandoffHandedBack,
         HandoffClosed,

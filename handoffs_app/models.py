@@ -7,7 +7,8 @@ States (HandoffStatus):
      ▲  ◀─release/lease expiry─┘  │                            │
      │                            ├──take over──▶ taken_over ──┼──hand back──▶ handed_back
      │                            │                 │          └──close──────▶ closed
-     │                            └──hand back / close          └──close──────▶ closed
+     │                            ├──hand back / close          └──close──────▶ closed
+     │                            └──ignore (allow_ignore)──▶ ignored
      ├──cancel (the agent, while open or claimed)──▶ cancelled
      └──SLA limit (open or claimed)──▶ expired
 
@@ -47,6 +48,9 @@ class HandoffStatus(models.TextChoices):
     CLOSED = "closed", "Closed"
     CANCELLED = "cancelled", "Cancelled"
     EXPIRED = "expired", "Expired"
+    # The holder dismissed the request (Agent Inbox's "ignore"): no verdict, the session
+    # resumes and the agent goes on without the action.
+    IGNORED = "ignored", "Ignored"
 
 
 ACTIVE_STATUSES = (
@@ -65,6 +69,7 @@ RESOLVED_STATUSES = (
     HandoffStatus.CLOSED,
     HandoffStatus.CANCELLED,
     HandoffStatus.EXPIRED,
+    HandoffStatus.IGNORED,
 )
 # Overdue and expiry apply while nobody has answered yet.
 UNANSWERED_STATUSES = (HandoffStatus.OPEN, HandoffStatus.CLAIMED)
@@ -104,7 +109,8 @@ class Handoff(models.Model):
     expires_at = models.DateTimeField()
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)
     requested_by = models.CharField(max_length=150)
-    # {"type": "respond"|"accept"|"edit"|"reject"|"budget", "text"?, "args"?, "budget"?, "by"}
+    # {"type": "respond"|"accept"|"edit"|"reject"|"ignore"|"budget", "text"?, "args"?,
+    # "budget"?, "by"}
     answer = models.JSONField(null=True, blank=True)
     answered_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,

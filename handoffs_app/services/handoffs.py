@@ -35,6 +35,7 @@ from ..domain_events import (
     HandoffClosed,
     HandoffCreated,
     HandoffHandedBack,
+    HandoffIgnored,
     HandoffReassigned,
     HandoffReleased,
     HandoffTakenOver,
@@ -49,6 +50,7 @@ from ..models import (
     HandoffStatus,
     Priority,
 )
+from .args_schema import check_args, schema_of
 from .records import (
     event_fields,
     holder_label,
@@ -500,16 +502,60 @@ def accept(handoff: Handoff, *, user: "User") -> Handoff:
 
 
 def reject(handoff: Handoff, *, user: "User", reason: str = "") -> Handoff:
-    """Refuse the proposed action (Agent Inbox's "ignore": config.allow_ignore)."""
+    """Refuse the proposed action, saying why (config.allow_ignore: the agent accepts that the
+    action may not be taken). A verdict: the handoff is answered, and its holder still hands
+    the session back (or takes it over). To dismiss the request without one: ignore."""
     _check_reason(reason)
     return _answer(handoff, user=user, answer_type="reject", answer={"reason": reason})
 
 
+def ignore(handoff: Handoff, *, user: "User") -> Handoff:
+    """Dismiss the request (Agent Inbox's "ignore", config.allow_ignore): no verdict and no
+    words; the handoff ends at once as `ignored` (answer `{"type": "ignore", "args": None}`),
+    the session resumes, and the agent, whose long-poll returns it, goes on without the action.
+    Only the holder of a claimed handoff (NotLeaseHolder / HandoffNotActive, 409);
+    AnswerNotAllowed (422, naming the allowed answers) unless the request allows ignoring."""
+    actor = Actor.for_user(user)
+    with transaction.atomic():
+        locked = lock_handoff(handoff.pk)
+        require_holder(locked, user)
+        if locked.status != HandoffStatus.CLAIMED:
+            raise HandoffNotActive(
+                f"The handoff is {locked.status}; it can no longer be ignored.",
+                detail={"status": locked.status},
+            )
+        check_answer_allowed(locked.kind, locked.payload, "ignore")
+        session = lock_session(locked)
+        now = timezone.now()
+        locked.answer = {"type": "ignore", "args": None, "by": actor.label, "at": now.isoformat()}
+        locked.answered_by = user
+        locked.answered_at = now
+        locked.save(update_fields=["answer", "answered_by", "answered_at", "updated_at"])
+        _resolve(locked, HandoffStatus.IGNORED)
+        if session.status == SessionStatus.PAUSED:
+            _move_session(
+                session, SessionStatus.RESUMED, locked, actor=actor, why="handoff ignored"
+            )
+        record_step(
+            locked,
+            "ignored",
+            actor=actor,
+            detail={"answer": locked.answer},
+            event=HandoffIgnored(**event_fields(locked, actor), answer=locked.answer),
+        )
+    return _refresh(handoff, locked)
+
+
 def edit_and_accept(handoff: Handoff, *, user: "User", args: dict[str, Any]) -> Handoff:
-    """Approve the action with edited arguments (config.allow_edit)."""
+    """Approve the action with edited arguments (config.allow_edit). When the request carries
+    an args_schema, `args` must satisfy it (InvalidInput, 422, naming the first argument that
+    does not), whoever sends them."""
     if not isinstance(args, dict):
         raise InvalidInput("args must be a JSON object.", detail={"field": "args"})
     check_storable(args, field="args")
+    schema = schema_of(handoff.payload)
+    if schema is not None:
+        check_args(schema, args)
     request = handoff.payload.get("action_request", {})
     return _answer(
         handoff,
@@ -741,6 +787,7 @@ __all__ = [
     "close_handoff",
     "edit_and_accept",
     "hand_back",
+    "ignore",
     "patch_state",
     "reassign_handoff",
     "reject",

@@ -1,10 +1,14 @@
 """What a handoff request and an answer may hold (pure checks, no database).
 
 Approval payloads follow the shape LangGraph's Agent Inbox made common:
-`{"action_request": {"action": str, "args": {...}}, "config": {"allow_accept": bool,
-"allow_edit": bool, "allow_respond": bool, "allow_ignore": bool}, "description": str}`.
-Answer types map onto its response types: `accept`, `edit` (edit-and-accept), `respond`
-(Agent Inbox's "response") and `reject` (its "ignore": the action is not taken).
+`{"action_request": {"action": str, "args": {...}, "args_schema"?: {...}}, "config":
+{"allow_accept": bool, "allow_edit": bool, "allow_respond": bool, "allow_ignore": bool},
+"description": str}`; `args_schema`, Switchboard's addition, is a JSON Schema of `args`
+(services.args_schema). Answer types map onto its response types: `accept`, `edit`
+(edit-and-accept), `respond` (Agent Inbox's "response") and `ignore` (its "ignore": the person
+dismisses the request, the handoff ends `ignored` and the agent goes on without the action).
+`reject` is Switchboard's own: the person refuses the action, saying why; allowed where
+ignoring is (allow_ignore), since either way the action is not taken.
 """
 
 from datetime import timedelta
@@ -15,6 +19,7 @@ from core.text import check_storable
 
 from ..errors import AnswerNotAllowed
 from ..models import AGENT_KINDS, HandoffKind, Priority
+from .args_schema import check_args_schema
 
 CONFIG_FLAGS = ("allow_accept", "allow_edit", "allow_respond", "allow_ignore")
 # Which config flag each answer type of an approval needs.
@@ -23,6 +28,7 @@ APPROVAL_ANSWERS = {
     "edit": "allow_edit",
     "respond": "allow_respond",
     "reject": "allow_ignore",
+    "ignore": "allow_ignore",
 }
 # Answer types per kind (approvals further limited by their config).
 ANSWERS_BY_KIND: dict[str, frozenset[str]] = {
@@ -99,6 +105,8 @@ def validate_payload(kind: str, payload: Any) -> dict[str, Any]:
             raise _bad_payload('"action_request.action" must be a non-empty string.')
         if not isinstance(request.get("args"), dict):
             raise _bad_payload('"action_request.args" must be a JSON object.')
+        if "args_schema" in request:
+            check_args_schema(request["args_schema"], request["args"])
         config = payload.get("config")
         if not isinstance(config, dict):
             raise _bad_payload(
@@ -132,7 +140,9 @@ def allowed_answers(kind: str, payload: dict[str, Any]) -> list[str]:
 def check_answer_allowed(kind: str, payload: dict[str, Any], answer_type: str) -> None:
     allowed = allowed_answers(kind, payload)
     if answer_type not in allowed:
+        accepts = ", ".join(allowed) if allowed else "no answer"
         raise AnswerNotAllowed(
-            f"A {kind} handoff does not accept the answer {answer_type!r}.",
+            f"This {kind} handoff does not accept the answer {answer_type!r}; it accepts: "
+            f"{accepts}.",
             detail={"answer": answer_type, "allowed": allowed},
         )

@@ -47,6 +47,7 @@ KNOWN_ACTIONS = [
     "handoff.lease_expired",
     "handoff.reassigned",
     "handoff.answered",
+    "handoff.ignored",
     "handoff.state",
     "handoff.facts",
     "handoff.message",

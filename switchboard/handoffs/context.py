@@ -28,6 +28,7 @@ from handoffs_app.services.records import sla_for
 from sessions_app.models import EventKind, Session
 from sessions_app.queries import slice_events
 from sessions_app.services.state import FoldedState, merge_patch, state_at, state_or_unreadable
+from switchboard.handoffs.schema_form import schema_edit_form
 from switchboard.sessions.context import (
     ANSWER_WORDS,
     active_handoff,
@@ -171,6 +172,7 @@ ACTION_FORMS = [
         "respond",
         "accept",
         "reject",
+        "ignore",
         "edit",
         "budget",
         "state",
@@ -289,6 +291,8 @@ def workspace_context(
         "records": handoff_records(session, handoff_id=str(handoff.pk)),
         "action_forms": ACTION_FORMS,
         "answer_words": answer_words(handoff.answer),
+        # The arguments as form fields when the approval carries their JSON Schema.
+        "edit_form": schema_edit_form(handoff) if handoff.kind == HandoffKind.APPROVAL else None,
         "answer_args_pretty": (
             pretty(handoff.answer["args"])
             if isinstance(handoff.answer, dict) and handoff.answer.get("args") is not None

@@ -15,6 +15,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
@@ -51,6 +52,7 @@ from switchboard.handoffs.forms import (
     ReassignForm,
     RespondForm,
 )
+from switchboard.handoffs.schema_form import SCHEMA_MARKER, args_from_fields, schema_edit_form
 from switchboard.sessions.forms import ReasonForm
 
 QUEUE_PAGE = "switchboard/handoff_queue.html"
@@ -241,7 +243,21 @@ def _reject(request: HttpRequest, h: Handoff) -> Outcome:
     return "Rejected: the agent will not take the action."
 
 
+def _ignore(request: HttpRequest, h: Handoff) -> Outcome:
+    services.ignore(h, user=request.user)  # type: ignore[arg-type]
+    return "Ignored: the handoff is over and the agent goes on without the action."
+
+
 def _edit(request: HttpRequest, h: Handoff) -> Outcome:
+    schema_form = schema_edit_form(h)
+    if schema_form is not None and request.POST.get("fields") == SCHEMA_MARKER:
+        # The schema's fields: typed and checked against it here, so a refusal names the
+        # field; then previewed like raw JSON (whose confirm the service checks again).
+        try:
+            args = args_from_fields(h, schema_form, request.POST)
+        except ValidationError as refused:
+            raise BadForm(refused.messages) from None
+        return edit_preview(h, args)
     data = _valid(EditArgsForm(request.POST))
     if not data.get("confirm"):
         return edit_preview(h, data["args"])
@@ -307,6 +323,7 @@ ACTIONS: dict[str, tuple[str, str, Callable[[HttpRequest, Handoff], Outcome]]] =
     "respond": ("respond", Role.OPERATOR, _respond),
     "accept": ("accept", Role.OPERATOR, _accept),
     "reject": ("reject", Role.OPERATOR, _reject),
+    "ignore": ("ignore", Role.OPERATOR, _ignore),
     "edit": ("edit", Role.OPERATOR, _edit),
     "budget": ("budget", Role.OPERATOR, _budget),
     "state": ("state", Role.OPERATOR, _state),

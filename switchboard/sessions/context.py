@@ -233,12 +233,14 @@ STEP_WORDS = {
     "cancelled": "cancelled by {actor}",
     "expired": "expired unanswered",
     "overdue": "overdue",
+    "ignored": "ignored by {actor}: the agent goes on without the action",
 }
 ANSWER_WORDS = {
     "respond": "answered",
     "accept": "approved",
     "edit": "approved with edited arguments",
     "reject": "rejected",
+    "ignore": "ignored",
     "budget": "budget raised",
 }
 

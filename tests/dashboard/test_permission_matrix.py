@@ -479,6 +479,9 @@ MATRIX: dict[str, Row] = {
     "dashboard:handoff_reject": Row(
         "post", "operator", handoff_became(status_is("answered", "reject")), prepare_holder=claimed
     ),
+    "dashboard:handoff_ignore": Row(
+        "post", "operator", handoff_became(status_is("ignored", "ignore")), prepare_holder=claimed
+    ),
     "dashboard:handoff_edit": Row(
         "post",
         "operator",
