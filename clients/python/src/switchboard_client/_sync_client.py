@@ -619,7 +619,9 @@ class Client:
         idempotency_key: str | None = None,
     ) -> m.Handoff:
         """Ask for a person (the session pauses). Sent with an idempotency key (a random one
-        unless given): a retry answers the request made first."""
+        unless given): a retry answers the request made first. An approval's payload may carry
+        `action_request.args_schema`, a JSON Schema of its `args`: the dashboard then edits
+        them as form fields, and edited args always satisfy it."""
         body = given(
             kind=kind,
             reason=reason,
@@ -648,8 +650,9 @@ class Client:
         self, handoff_id: str, *, timeout: float | None = None, poll: int = 30
     ) -> m.Handoff:
         """Long-poll until the handoff has its outcome (answered, taken over, handed back,
-        closed, cancelled, expired) or `timeout` seconds have passed (None: no limit); returns
-        it as last read (check `.resolved`). Each poll waits up to `poll` seconds (at most 60)."""
+        closed, cancelled, expired, ignored: see `.ignored`) or `timeout` seconds have passed
+        (None: no limit); returns it as last read (check `.resolved`). Each poll waits up to
+        `poll` seconds (at most 60)."""
         poll = max(1, min(poll, 60))
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:

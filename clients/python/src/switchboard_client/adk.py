@@ -601,8 +601,10 @@ async def ask_person(
       `tool_context.request_confirmation(hint=..., payload=...)`) becomes an approval handoff
       of the original call (action = the tool's name, args = its arguments, description = the
       hint). Accept answers `{"confirmed": true}` (with the confirmation's payload), reject
-      `{"confirmed": false}`, and edited arguments, offered when the tool asked for a payload,
-      answer `{"confirmed": true, "payload": <the edited arguments>}`;
+      `{"confirmed": false}` (with the reason), ignore (the person dismissed it: the handoff
+      ends `ignored`) `{"confirmed": false, "payload": {"ignored": true}}`, and edited
+      arguments, offered when the tool asked for a payload, answer `{"confirmed": true,
+      "payload": <the edited arguments>}`;
     - `adk_request_input` (`message`) becomes a question; the person's text is the result;
     - any other long-running tool becomes a question naming the call; the text is its result
       (`{"result": text}`, with `choice` when the person picked one).
@@ -634,7 +636,8 @@ async def ask_person(
             idempotency_key=f"adk:{call.id}"[:200],
         )
         handoff = await client.wait_handoff(handoff.id, timeout=timeout, poll=poll)
-        if handoff.status != "answered" or handoff.answer is None:
+        # Ignored is an answer too: the tool's confirmation is declined.
+        if handoff.status not in ("answered", "ignored") or handoff.answer is None:
             raise HandoffUnanswered(handoff)
         parts.append(
             types.Part(
@@ -701,6 +704,8 @@ def _response_for(call: types.FunctionCall, answer: dict[str, Any]) -> dict[str,
             return {"confirmed": True, "payload": confirmation.get("payload")}
         if kind == "edit":
             return {"confirmed": True, "payload": answer.get("args")}
+        if kind == "ignore":
+            return {"confirmed": False, "payload": {"ignored": True}}
         return {"confirmed": False, "payload": {"reason": answer.get("reason", "")}}
     response: dict[str, Any] = {"result": answer.get("text", "")}
     if "choice" in answer:

@@ -1105,7 +1105,8 @@ def _config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
 
 class HandoffNotAnswered(SwitchboardError):
     """The handoff an interrupt asked for ended without an answer (cancelled, expired, taken
-    over, closed) or is still waiting when the run's `timeout` is up: `.handoff` says which."""
+    over, closed; an ignored one is answered "ignore") or is still waiting when the run's
+    `timeout` is up: `.handoff` says which."""
 
     def __init__(self, handoff: m.Handoff) -> None:
         super().__init__(
@@ -1150,11 +1151,15 @@ def handoff_for(value: Any) -> tuple[m.HandoffKind, m.JsonObject, str]:
 def resume_value(handoff: m.Handoff) -> Any:
     """What `interrupt()` returns in the resumed graph, from the person's answer: a
     question's text; for an approval, Agent Inbox's HumanResponse (`{"type": "accept" |
-    "edit" | "response" | "ignore", "args": ...}`)."""
+    "edit" | "response" | "ignore", "args": ...}`). Ignored (the person dismissed it) is
+    `{"type": "ignore", "args": None}`, and so is a reject (Switchboard's refusal, allowed by
+    the same `allow_ignore`: the action is not taken; its reason stays in `handoff.answer`)."""
     answer = handoff.answer or {}
     kind = answer.get("type")
     if handoff.kind == "question":
         return answer.get("text")
+    if kind == "ignore":
+        return {"type": "ignore", "args": None}
     if kind == "accept":
         return {"type": "accept", "args": None}
     if kind == "edit":
@@ -1285,7 +1290,8 @@ def _handoff_flow(
             done: m.Handoff = yield _call(
                 "client.wait_handoff", asked.id, timeout=waiting[0], poll=waiting[1]
             )
-            if done.status != "answered":
+            # Ignored is an answer too: the graph goes on without the action.
+            if done.status not in ("answered", "ignored"):
                 raise HandoffNotAnswered(done)
             answers[interrupt.id] = to_resume(done)
         resume = answers if len(interrupts) > 1 else answers[interrupts[0].id]

@@ -23,7 +23,15 @@ EventKind = Literal[
 Tier = Literal["transient", "durable"]
 HandoffKind = Literal["question", "approval", "takeover"]
 HandoffStatus = Literal[
-    "open", "claimed", "answered", "taken_over", "handed_back", "closed", "cancelled", "expired"
+    "open",
+    "claimed",
+    "answered",
+    "taken_over",
+    "handed_back",
+    "closed",
+    "cancelled",
+    "expired",
+    "ignored",
 ]
 StepStatus = Literal["pending", "running", "waiting", "succeeded", "failed", "skipped"]
 Priority = Literal["low", "normal", "high", "urgent"]
@@ -569,7 +577,9 @@ class WorkflowList:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Handoff:
-    """HandoffOut. `answer`: {"type": "respond"|"accept"|"edit"|"reject"|..., "text"?, ...}."""
+    """HandoffOut. `answer`: {"type": "respond"|"accept"|"edit"|"reject"|"ignore"|..., "text"?,
+    ...}; status "ignored" (answer type "ignore"): the person dismissed the request, and the
+    agent goes on without the action."""
 
     id: str
     session_id: str
@@ -594,8 +604,15 @@ class Handoff:
 
     @property
     def resolved(self) -> bool:
-        """It has its outcome: answered, taken over, handed back, closed, cancelled, expired."""
+        """It has its outcome: answered, taken over, handed back, closed, cancelled, expired,
+        ignored."""
         return self.status not in PENDING_HANDOFF_STATUSES
+
+    @property
+    def ignored(self) -> bool:
+        """The person dismissed the request (Agent Inbox's "ignore", allowed by the approval's
+        `config.allow_ignore`): no verdict; go on without the action."""
+        return self.status == "ignored"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

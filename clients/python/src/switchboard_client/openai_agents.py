@@ -435,7 +435,9 @@ async def approve_in_switchboard(
     "config": {"allow_accept", "allow_edit", "allow_respond", "allow_ignore": true},
     "description", "call_id"}`.
     The answer goes back into the run: accept approves the call; reject (or a response) rejects
-    it, the person's reason (or text) being what the model reads; edit declines this call and
+    it, the person's reason (or text) being what the model reads; ignore (the person dismissed
+    the request: the handoff ends `ignored`) rejects it too, telling the model to go on without
+    it; edit declines this call and
     tells the model the arguments the person wants (the SDK runs no call whose arguments changed
     after the model made it), so its next call carries them. Raises TimeoutError when `timeout`
     seconds pass without an answer (the handoff stays open), RuntimeError when it ends
@@ -457,7 +459,7 @@ async def approve_in_switchboard(
                 "allow_accept": True,
                 "allow_edit": True,
                 "allow_respond": True,
-                # Agent Inbox's "ignore", Switchboard's reject: the call is not made.
+                # Agent Inbox's "ignore" and Switchboard's reject: the call is not made.
                 "allow_ignore": True,
             },
             "description": f"{item.agent.name} wants to call {item.tool_name}",
@@ -490,6 +492,14 @@ async def approve_in_switchboard(
         elif kind in ("reject", "respond"):
             text = answer.get("text") or answer.get("reason") or "A person rejected the call."
             state.reject(item, rejection_message=str(text))
+        elif kind == "ignore":
+            state.reject(
+                item,
+                rejection_message=(
+                    f"A person dismissed this request: {item.tool_name} was not called. Go on "
+                    "without it."
+                ),
+            )
         else:
             raise RuntimeError(f"handoff {handoff.id} ended {answered.status} without an answer")
     return state

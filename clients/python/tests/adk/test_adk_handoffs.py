@@ -147,6 +147,23 @@ def test_a_rejected_confirmation_does_not_run_the_tool(server_url, api_key, proj
     assert found["final"].content.parts[0].text == "Done."
 
 
+def test_an_ignored_confirmation_does_not_run_the_tool_and_the_run_goes_on(
+    server_url, api_key, project
+):
+    refunds.clear()
+    tool = FunctionTool(refund, require_confirmation=True)
+    call = types.Part.from_function_call(name="refund", args={"order": "A-4", "amount": 5.0})
+    handoff, found = run_with_a_person(
+        server_url, api_key, project, tool, call, lambda h, user: svc.ignore(h, user=user)
+    )
+    assert Handoff.objects.get(pk=handoff.pk).status == "ignored"
+    response = found["resume"].parts[0].function_response.response
+    assert response == {"confirmed": False, "payload": {"ignored": True}}
+    assert refunds == []
+    assert found["final"].content.parts[0].text == "Done."
+    assert found["status"] == "resumed"
+
+
 def test_a_long_running_tool_gets_the_persons_answer_as_its_result(server_url, api_key, project):
     tool = LongRunningFunctionTool(wait_for_shipment)
     call = types.Part.from_function_call(name="wait_for_shipment", args={"order": "A-3"})

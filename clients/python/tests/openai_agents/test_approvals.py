@@ -73,8 +73,14 @@ def person_answers(project, session_id, answer):
             [],
             "Over the limit: ask the manager.",
         ),
+        # Dismissed (the handoff ends ignored): not called, and the model goes on without it.
+        (
+            lambda h, p: svc.ignore(h, user=p),
+            [],
+            "A person dismissed this request: refund was not called. Go on without it.",
+        ),
     ],
-    ids=["accept", "edit", "reject"],
+    ids=["accept", "edit", "reject", "ignore"],
 )
 def test_a_person_answers_a_tool_approval(sb, oa_project, namespace, answer, refunded, model_reads):
     calls = []
