@@ -187,4 +187,8 @@ def test_an_admin_sets_the_digest_in_the_console(team: Team, live_url, watched):
     expect(page.locator(".messages")).to_contain_text("Digest settings saved.")
     expect(page.locator("#digest-status")).to_contain_text("Hourly")
     page.screenshot(path=str(ARTIFACTS / "notify_digest.png"), full_page=True)
+    # On a phone the navigation wraps; the toggle stays a button of its own.
+    page.set_viewport_size({"width": 390, "height": 844})
+    expect(page.locator("#notify-toggle")).to_be_visible()
+    page.screenshot(path=str(ARTIFACTS / "notify_phone.png"))
     page.check_policy("digest settings")
