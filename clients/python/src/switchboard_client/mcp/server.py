@@ -41,6 +41,8 @@ DEFAULT_AGENT = "mcp"
 DEFAULT_POLL = 15
 # A handoff's reason (the queue's one-line summary) holds at most this many characters.
 MAX_REASON = 1000
+# Seconds between reads while a take-over is in progress (its long-poll does not wait).
+TAKEOVER_POLL = 5.0
 # Statuses in which the person has not finished: still asked, claimed, or holding the
 # conversation (a take-over ends when it is handed back or closed).
 WAITING_STATUSES = frozenset({"open", "claimed", "taken_over"})
@@ -250,10 +252,11 @@ class _Tools:
                 timeout,
                 f"Waiting for a person: handoff {handoff.id} is {handoff.status}.",
             )
-            if handoff.status in WAITING_STATUSES and time.monotonic() - polled < wait / 2:
-                # Answered early with nothing new (a take-over in progress, a server
-                # stopping): do not spin.
-                await anyio.sleep(min(1.0, wait / 2))
+            early = wait - (time.monotonic() - polled)
+            if handoff.status in WAITING_STATUSES and early > wait / 2:
+                # Answered early with nothing new (the long-poll returns at once during a
+                # take-over, or from a server stopping): at most a request every few seconds.
+                await anyio.sleep(min(early, TAKEOVER_POLL))
         return handoff
 
     async def _give_up(self, handoff: m.Handoff, timeout: float | None) -> m.Handoff:
