@@ -74,11 +74,11 @@ def run_in_process(api_key: str, frameworks: list[str], names: dict[str, str]) -
     `scripts/run` starts one. The adapters run on an event loop in a thread of their own; their
     requests are answered here, in the calling thread, by Django's WSGI handler, so they use
     the caller's database connection (and its transaction, when there is one: a test's), and
-    no ORM call is made on an event loop's thread. The connection is kept across requests, as
-    Django's test client keeps it."""
+    no ORM call is made on an event loop's thread (unless this thread runs one: see below).
+    The connection is kept across requests, as Django's test client keeps it."""
     from django.core.handlers.wsgi import WSGIHandler
     from django.core.signals import request_finished, request_started
-    from django.db import close_old_connections
+    from django.db import close_old_connections, connections
     from switchboard_client import AsyncClient
 
     calls: queue.Queue[tuple[httpx.Request, Future[httpx.Response]] | None] = queue.Queue()
@@ -99,26 +99,49 @@ def run_in_process(api_key: str, frameworks: list[str], names: dict[str, str]) -
             calls.put(None)
 
     wsgi = httpx.WSGITransport(app=WSGIHandler())
+
+    def serve() -> None:
+        request_started.disconnect(close_old_connections)
+        request_finished.disconnect(close_old_connections)
+        try:
+            while (call := calls.get()) is not None:
+                request, answered = call
+                try:
+                    response = wsgi.handle_request(request)
+                    answered.set_result(
+                        httpx.Response(
+                            response.status_code,
+                            headers=response.headers,
+                            content=response.read(),
+                        )
+                    )
+                except BaseException as error:
+                    answered.set_exception(error)
+        finally:
+            request_started.connect(close_old_connections)
+            request_finished.connect(close_old_connections)
+
+    def serve_elsewhere() -> None:
+        try:
+            serve()
+        finally:
+            connections.close_all()  # this thread's, opened for the requests
+
     loop_thread = threading.Thread(target=agents, name="demo-framework-agents", daemon=True)
     loop_thread.start()
-    request_started.disconnect(close_old_connections)
-    request_finished.disconnect(close_old_connections)
     try:
-        while (call := calls.get()) is not None:
-            request, answered = call
-            try:
-                response = wsgi.handle_request(request)
-                answered.set_result(
-                    httpx.Response(
-                        response.status_code, headers=response.headers, content=response.read()
-                    )
-                )
-            except BaseException as error:
-                answered.set_exception(error)
-    finally:
-        request_started.connect(close_old_connections)
-        request_finished.connect(close_old_connections)
-        loop_thread.join()
+        asyncio.get_running_loop()
+    except RuntimeError:
+        serve()  # no event loop runs in this thread: the requests are served here
+    else:
+        # One does (a caller's, Playwright's in the browser tests): Django runs its async
+        # views (the handoff long-poll) by async_to_sync, which refuses a thread with a
+        # running loop, so the requests are served by a thread of their own (and its own
+        # database connection: the caller's transaction, if any, is not seen).
+        server = threading.Thread(target=serve_elsewhere, name="demo-framework-server")
+        server.start()
+        server.join()
+    loop_thread.join()
     if "error" in outcome:
         raise outcome["error"]
     done: dict[str, str] = outcome["done"]
@@ -234,7 +257,13 @@ async def _openai_agents(client: Any, name: str, wait: float | None) -> str:
     agent = Agent(
         name=AGENTS["openai-agents"], model=model, tools=[issue_refund], instructions="Refunds."
     )
-    session = SwitchboardSession(name, client, namespace=NAMESPACE, agent=AGENTS["openai-agents"])
+    session = SwitchboardSession(
+        name,
+        client,
+        namespace=NAMESPACE,
+        agent=AGENTS["openai-agents"],
+        title="Order 7781 arrived damaged",
+    )
     await Runner.run(agent, "My order 7781 arrived damaged.", session=session)
     result = await Runner.run(agent, "Please refund all of it.", session=session)
     while result.interruptions:
