@@ -156,27 +156,46 @@ class SessionStillReferenced(RuntimeError):
     """The session can't be deleted: a row that protects it (a fork) still points at it."""
 
 
-def _cascading_tables() -> list[tuple[str, str]]:
-    """(table, column) of every model whose rows Django's cascade would delete with a session,
+def _cascade_of(model: type[models.Model]) -> list[tuple[type[models.Model], str]]:
+    """(model, column) of each model whose rows Django's cascade deletes with a row of `model`,
     read from the models' metadata (so a model added later is covered without an import of its
-    app). Only direct CASCADE relations to models with no cascades of their own: anything else
-    is refused below, so a new kind of dependant can't be skipped silently."""
+    app). Anything but CASCADE is refused: a new kind of dependant can't be skipped silently."""
     found = []
-    for rel in Session._meta.get_fields(include_hidden=True):
+    for rel in model._meta.get_fields(include_hidden=True):
         if not rel.auto_created or rel.concrete or rel.many_to_many:
             continue
         on_delete = rel.on_delete  # type: ignore[union-attr]
-        model = rel.related_model
-        assert model is not None and not isinstance(model, str)
-        if on_delete is models.DO_NOTHING or model is Session:
+        related = rel.related_model
+        assert related is not None and not isinstance(related, str)
+        if model is Session and (on_delete is models.DO_NOTHING or related is Session):
             continue  # events (deleted before), forks (PROTECT: checked below)
         if on_delete is not models.CASCADE:
-            raise SessionStillReferenced(f"{model.__name__}: on_delete {on_delete} not handled")
-        for child in model._meta.get_fields(include_hidden=True):
-            if child.auto_created and not child.concrete and not child.many_to_many:
-                raise SessionStillReferenced(f"{model.__name__} has dependants of its own")
-        found.append((table(model), connection.ops.quote_name(rel.field.column)))  # type: ignore[union-attr,arg-type]
+            raise SessionStillReferenced(f"{related.__name__}: on_delete {on_delete} not handled")
+        found.append((related, connection.ops.quote_name(rel.field.column)))  # type: ignore[union-attr,arg-type]
     return found
+
+
+def _cascading_deletes() -> list[tuple[str, str]]:
+    """(table, DELETE statement taking the session ids as its one parameter) for every row that
+    Django's cascade would delete with a session, the rows of a session's dependants' own
+    dependants (a handoff's viewers) before the dependants. Two levels deep at most: a deeper
+    chain is refused rather than guessed at."""
+    deletes = []
+    for model, column in _cascade_of(Session):
+        name = table(model)
+        for child, child_column in _cascade_of(model):
+            if _cascade_of(child):
+                raise SessionStillReferenced(f"{child.__name__} has dependants of its own")
+            pk = connection.ops.quote_name(model._meta.pk.column)  # type: ignore[union-attr]
+            deletes.append(
+                (
+                    table(child),
+                    f"DELETE FROM {table(child)} WHERE {child_column} IN"
+                    f" (SELECT {pk} FROM {name} WHERE {column} = ANY(%s))",
+                )
+            )
+        deletes.append((name, f"DELETE FROM {name} WHERE {column} = ANY(%s)"))
+    return deletes
 
 
 def delete_session_rows(session_id: UUID) -> int:
@@ -204,16 +223,16 @@ def delete_sessions_rows(session_ids: list[UUID]) -> dict[UUID, int]:
         row = cursor.fetchone()
         if row:
             raise SessionStillReferenced(f"session {row[0]} has forks")
-        for name, column in _cascading_tables():
+        for name, statement in _cascading_deletes():
             if name == table(Snapshot):
                 cursor.execute(
-                    f"WITH gone AS (DELETE FROM {name} WHERE {column} = ANY(%s)"
-                    f" RETURNING {column} AS sid) SELECT sid, count(*) FROM gone GROUP BY sid",
+                    f"WITH gone AS ({statement} RETURNING session_id AS sid)"
+                    " SELECT sid, count(*) FROM gone GROUP BY sid",
                     [ids],
                 )
                 snapshots = {sid: int(n) for sid, n in cursor.fetchall()}
             else:
-                cursor.execute(f"DELETE FROM {name} WHERE {column} = ANY(%s)", [ids])
+                cursor.execute(statement, [ids])
         cursor.execute(f"DELETE FROM {sessions} WHERE id = ANY(%s)", [ids])
         cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
         cursor.execute("SET CONSTRAINTS ALL DEFERRED")
