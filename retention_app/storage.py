@@ -186,7 +186,7 @@ def _cascading_deletes() -> list[tuple[str, str]]:
         for child, child_column in _cascade_of(model):
             if _cascade_of(child):
                 raise SessionStillReferenced(f"{child.__name__} has dependants of its own")
-            pk = connection.ops.quote_name(model._meta.pk.column)  # type: ignore[union-attr]
+            pk = connection.ops.quote_name(model._meta.pk.column)  # type: ignore[arg-type]
             deletes.append(
                 (
                     table(child),
