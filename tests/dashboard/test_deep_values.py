@@ -179,7 +179,8 @@ def test_the_handoff_workspace_shows_the_request_and_says_why_the_state_cannot_b
     assert response.status_code == 200
     page = response.content.decode()
     assert "cannot be read here" in page
-    assert "need a person" in page or "Ship to the old address?" in page
+    # The request is shown whole: the agent's reason and its question.
+    assert "need a person" in page and "Ship to the old address?" in page
     claimed = client.post(reverse("dashboard:handoff_claim", args=[handoff.pk]), headers=HTMX)
     assert claimed.status_code == 200
     # A state patch's preview folds the state it would change: refused in words, not a 500.
