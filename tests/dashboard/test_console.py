@@ -56,7 +56,11 @@ def test_an_admin_adds_a_member_by_email_and_they_see_the_project(team):
 @pytest.mark.parametrize(
     ("data", "status", "message"),
     [
-        ({"user": "nobody-here", "role": "viewer"}, 400, "To invite someone without an account, enter"),
+        (
+            {"user": "nobody-here", "role": "viewer"},
+            400,
+            "To invite someone without an account, enter",
+        ),
         ({"user": "", "role": "viewer"}, 400, "Username or e-mail: This field is required."),
         ({"user": "x", "role": "owner"}, 400, "Select a valid choice"),
     ],
