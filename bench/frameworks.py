@@ -812,33 +812,14 @@ def main() -> int:
     (ROOT / "bench" / "results").mkdir(parents=True, exist_ok=True)
 
     ib.log(f"recreating databases {args.db} (migrated) and {args.stores_db}")
-    env = ib.server_env(args.db)
-    ib.scratch_database(args.db, env)
     recreate_database(args.stores_db)
-    os.environ.update(env)
-    sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
-    from core.actors import Actor
-    from core.services.projects import create_api_key, create_project
-
-    project = create_project("bench-frameworks")
-    _, key = create_api_key(project, name="bench", actor=Actor.system("bench"))
-    port = ib.free_port()
-    server = ib.Server(
-        args.db,
-        port,
-        workers=1 if args.smoke else ib.DEFAULT_WORKERS,
-        http=ib.DEFAULT_HTTP,
-        loop=ib.DEFAULT_LOOP,
-    )
+    _, key, server = ib.agent_server(args, "bench-frameworks")
     meter_conn = ib.pg_connect(args.stores_db)
     sb_conn = ib.pg_connect(args.db)
     bench = Bench(
         args=args,
         server=server,
-        base=f"http://127.0.0.1:{port}",
+        base=f"http://127.0.0.1:{server.port}",
         key=key,
         sb_db=args.db,
         pg_db=args.stores_db,

@@ -675,6 +675,32 @@ class Server:
                 self.log_path.unlink()
 
 
+def agent_server(args: Any, project_name: str) -> tuple[Any, str, Server]:
+    """A project with an API key in `args.db` (scratch, recreated and migrated, its settings in
+    this process's environment and Django set up) and a server on it, not yet started: what
+    the client-side benches (client_overhead, long_thread, frameworks) each begin with."""
+    env = server_env(args.db)
+    scratch_database(args.db, env)
+    os.environ.update(env)
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    from core.actors import Actor
+    from core.services.projects import create_api_key, create_project
+
+    project = create_project(project_name)
+    _, key = create_api_key(project, name="bench", actor=Actor.system("bench"))
+    server = Server(
+        args.db,
+        free_port(),
+        workers=1 if args.smoke else DEFAULT_WORKERS,
+        http=DEFAULT_HTTP,
+        loop=DEFAULT_LOOP,
+    )
+    return project, key, server
+
+
 def free_port() -> int:
     """A free port: from BENCH_PORTS ("LO-HI", for a machine shared by several runs), else any."""
     span = os.environ.get("BENCH_PORTS", "")

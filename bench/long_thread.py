@@ -242,29 +242,11 @@ def main() -> int:
 
     (ROOT / "bench" / "results").mkdir(parents=True, exist_ok=True)
     ib.log(f"recreating database {args.db} and migrating")
-    env = ib.server_env(args.db)
-    ib.scratch_database(args.db, env)
-    os.environ.update(env)
-    sys.path.insert(0, str(ROOT))
-    import django
+    _, key, server = ib.agent_server(args, "bench-thread")
 
-    django.setup()
     from switchboard_client import Client
 
-    from core.actors import Actor
-    from core.services.projects import create_api_key, create_project
-
-    project = create_project("bench-thread")
-    _, key = create_api_key(project, name="bench", actor=Actor.system("bench"))
-    port = ib.free_port()
-    server = ib.Server(
-        args.db,
-        port,
-        workers=1 if args.smoke else ib.DEFAULT_WORKERS,
-        http=ib.DEFAULT_HTTP,
-        loop=ib.DEFAULT_LOOP,
-    )
-    base = f"http://127.0.0.1:{port}"
+    base = f"http://127.0.0.1:{server.port}"
     results: dict[str, dict[str, Any]] = {}
     conn = ib.pg_connect(args.db, autocommit=False)
     try:
