@@ -138,9 +138,8 @@ def test_an_operator_edits_through_schema_fields_and_the_agent_gets_typed_args(
     expect(page.locator("#edit-args-rest")).to_contain_text('"city": "Lyon"')
     screenshot("answers_schema_fields")
 
-    # A value the schema refuses (the browser cannot know "multipleOf"): named, nothing sent.
-    # (The workspace's 4xx swap replaces the whole document with the fragment, at HEAD too for
-    # every workspace form's 400: see the report; so the page is reloaded after the check.)
+    # A value the schema refuses (the browser cannot know "multipleOf"): named under the form,
+    # nothing sent, the page and the typed value kept (tests/browser/test_workspace_refusals.py).
     polled: dict = {}
     poller = agent.long_poll(handoff["id"], polled)
     page.get_by_label("Amount (EUR)").fill("80.005")
@@ -150,8 +149,7 @@ def test_an_operator_edits_through_schema_fields_and_the_agent_gets_typed_args(
     expect(refusal).to_contain_text("Nothing was changed")
     screenshot("answers_schema_refused")
     assert polled == {}, "nothing may reach the agent"
-    page.goto(f"{live_url}/handoffs/{handoff['id']}/")
-    expect(page.get_by_label("Amount (EUR)")).to_have_value("80.005")  # the draft is kept
+    expect(page.get_by_label("Amount (EUR)")).to_have_value("80.005")
 
     page.get_by_label("Amount (EUR)").fill("80.5")
     page.get_by_label("Parcels refunded").fill("2")
