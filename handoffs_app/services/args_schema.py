@@ -6,15 +6,23 @@ as raw JSON) is validated against it before the handoff is answered. Checked whe
 is asked for: a JSON object of bounded size and depth that is itself a valid schema (of the
 draft its `$schema` names, 2020-12 by default), whose `$ref`s stay inside it (nothing is ever
 fetched), and that the proposed arguments satisfy. Pure checks, no database.
+
+Its regular expressions ("pattern", "patternProperties") run on what operators type, so they
+run on RE2 (google-re2), which matches in time linear in the text: an agent's pattern such as
+"^(a+)+$" cannot make a request backtrack for minutes as Python's re would. A pattern RE2 does
+not take (backreferences, lookaround) is refused when the handoff is asked for.
 """
 
+import functools
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
 from jsonschema import Draft202012Validator, ValidationError
 from jsonschema.exceptions import SchemaError
-from jsonschema.validators import validator_for
+from jsonschema.validators import extend, validator_for
 from referencing import Registry
 
 from core.errors import InvalidInput
@@ -61,10 +69,98 @@ def _remote_ref(value: Any) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=256)
+def _re2(pattern: str) -> Any:
+    """`pattern` compiled by RE2 (re2.error when RE2 does not take it); quietly: a refused
+    pattern is the agent's mistake, said in the 422, not a log line."""
+    options = re2.Options()
+    options.log_errors = False
+    return re2.compile(pattern, options)
+
+
+def _patterns(value: Any) -> Iterator[str]:
+    """Every regular expression in `value`: "pattern" strings and "patternProperties" keys."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if isinstance(node.get("pattern"), str):
+                yield node["pattern"]
+            if isinstance(node.get("patternProperties"), dict):
+                yield from node["patternProperties"]
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+
+
+def _has_keyword(value: Any, keyword: str) -> bool:
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if keyword in node:
+                return True
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
+
+
+# jsonschema's own "pattern", "patternProperties" and "additionalProperties" (which skips the
+# names patternProperties match) search with Python's re; these search with RE2.
+def _pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Any:
+    if validator.is_type(instance, "string") and not _re2(pattern).search(instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _pattern_properties(
+    validator: Any, patterns: dict[str, Any], instance: Any, schema: dict[str, Any]
+) -> Any:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        for name, value in instance.items():
+            if _re2(pattern).search(name):
+                yield from validator.descend(value, subschema, path=name, schema_path=pattern)
+
+
+def _additional_properties(
+    validator: Any, additional: Any, instance: Any, schema: dict[str, Any]
+) -> Any:
+    if not validator.is_type(instance, "object"):
+        return
+    named = schema.get("properties", {})
+    patterns = [_re2(p) for p in schema.get("patternProperties", {})]
+    extras = sorted(
+        name for name in instance if name not in named and not any(p.search(name) for p in patterns)
+    )
+    if validator.is_type(additional, "object"):
+        for extra in extras:
+            yield from validator.descend(instance[extra], additional, path=extra)
+    elif not additional and extras:
+        yield ValidationError(
+            f"Additional properties are not allowed ({', '.join(repr(e) for e in extras)} "
+            f"{'was' if len(extras) == 1 else 'were'} unexpected)"
+        )
+
+
+@functools.lru_cache(maxsize=8)
+def _linear_time(cls: Any) -> Any:
+    return extend(
+        cls,
+        {
+            "pattern": _pattern,
+            "patternProperties": _pattern_properties,
+            "additionalProperties": _additional_properties,
+        },
+    )
+
+
 def validator_of(schema: dict[str, Any]) -> Any:
     """A validator of `schema` (already checked) that resolves only references inside it (an
-    empty registry: no remote retrieval) and asserts the formats it knows."""
-    cls = validator_for(schema, default=Draft202012Validator)
+    empty registry: no remote retrieval), asserts the formats it knows and matches its
+    patterns with RE2."""
+    cls = _linear_time(validator_for(schema, default=Draft202012Validator))
     return cls(schema, registry=Registry(), format_checker=cls.FORMAT_CHECKER)
 
 
@@ -111,6 +207,23 @@ def check_args_schema(schema: Any, args: dict[str, Any]) -> None:
             f'"action_request.args_schema" is not a valid JSON Schema'
             f"{f' (at {where})' if where else ''}: {error.message[:300]}",
         ) from None
+    for pattern in _patterns(schema):
+        try:
+            _re2(pattern)
+        except re2.error as error:
+            said = error.args[0] if error.args else ""
+            said = said.decode(errors="replace") if isinstance(said, bytes) else str(said)
+            raise _bad_schema(
+                f'"action_request.args_schema" has a pattern this server does not run '
+                f"({pattern[:200]!r}: {said[:200]}); patterns are matched by RE2, which "
+                "has no backreferences or lookaround.",
+            ) from None
+    if _has_keyword(schema, "patternProperties") and _has_keyword(schema, "unevaluatedProperties"):
+        # jsonschema's unevaluatedProperties would match patternProperties with Python's re.
+        raise _bad_schema(
+            '"action_request.args_schema" may not use "patternProperties" together with '
+            '"unevaluatedProperties"; use "additionalProperties".'
+        )
     problems = args_problems(schema, args)
     if problems:
         first = problems[0]

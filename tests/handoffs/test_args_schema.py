@@ -111,3 +111,63 @@ def test_without_a_schema_edits_are_as_before(project, session):
     svc.claim_handoff(handoff, user=user)
     svc.edit_and_accept(handoff, user=user, args={"anything": ["goes", 1]})
     assert handoff.answer["args"] == {"anything": ["goes", 1]}
+
+
+EVIL = "^(a+)+$"  # nested quantifiers: Python's re backtracks 2**40 ways on "a" * 40 + "b"
+EVIL_TEXT = "a" * 40 + "b"
+
+
+@pytest.mark.parametrize(
+    ("schema", "says"),
+    [
+        ({"properties": {"order": {"type": "string", "pattern": r"(A)-\1"}}}, "does not run"),
+        ({"properties": {"order": {"type": "string", "pattern": "^(?!B)"}}}, "does not run"),
+        ({"patternProperties": {r"(?<=x)y": {}}}, "does not run"),
+        (
+            {"patternProperties": {"^x": {}}, "unevaluatedProperties": False},
+            '"patternProperties" together with "unevaluatedProperties"',
+        ),
+    ],
+)
+def test_patterns_re2_does_not_run_are_422_when_asked(session, schema, says):
+    with pytest.raises(InvalidInput) as refused:
+        ask(session, payload=with_schema(schema, {"order": "A-1"}))
+    assert says in refused.value.message, refused.value.message
+    assert Handoff.objects.count() == 0
+
+
+def test_an_agents_patterns_match_operator_values_in_linear_time(project, session):
+    """The patterns run on RE2: a catastrophic-backtracking pattern refuses a value that would
+    stall Python's re (the call returns), and "$" ends the text as in JSON Schema's ECMA-262,
+    where Python's re would also take a trailing newline."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "order": {"type": "string", "pattern": "^A-[0-9]+$"},
+            "code": {"type": "string", "pattern": EVIL},
+            "tags": {"type": "object", "patternProperties": {EVIL: {"type": "integer"}}},
+            "only": {
+                "type": "object",
+                "patternProperties": {EVIL: {}},
+                "additionalProperties": False,
+            },
+        },
+    }
+    args = {"order": "A-1", "code": "aaa", "tags": {"aaa": 1}, "only": {"aa": None}}
+    user = operator(project)
+    handoff = ask(session, payload=with_schema(schema, args))
+    svc.claim_handoff(handoff, user=user)
+    for edited, says in [
+        ({**args, "order": "A-1\n"}, "order: does not have the expected form"),
+        ({**args, "code": EVIL_TEXT}, "code: does not have the expected form"),
+        ({**args, "tags": {EVIL_TEXT: 1, "aaa": "one"}}, "tags.aaa: must be a whole number"),
+        ({**args, "only": {EVIL_TEXT: None}}, "only: Additional properties are not allowed"),
+    ]:
+        with pytest.raises(InvalidInput) as refused:
+            svc.edit_and_accept(handoff, user=user, args=edited)
+        assert says in refused.value.message, refused.value.message
+        assert len(refused.value.detail["problems"]) == 1, refused.value.detail
+    handoff.refresh_from_db()
+    assert (handoff.status, handoff.answer) == ("claimed", None)
+    svc.edit_and_accept(handoff, user=user, args={**args, "tags": {"a" * 40: 2, "b": "any"}})
+    assert handoff.answer["args"]["tags"] == {"a" * 40: 2, "b": "any"}
