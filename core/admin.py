@@ -16,6 +16,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
@@ -24,6 +25,7 @@ from core.errors import DomainError
 from core.models import (
     ApiKey,
     AuditEntry,
+    Invitation,
     Membership,
     OutboxMessage,
     Project,
@@ -31,6 +33,7 @@ from core.models import (
     WebhookDelivery,
     WebhookEndpoint,
 )
+from core.services.invitations import revoke_invitation
 from core.services.members import (
     LastAdmin,
     add_project_member,
@@ -205,6 +208,28 @@ class AuditEntryAdmin(ReadOnlyAdmin):
     search_fields = ("actor", "action", "target_id")
     date_hierarchy = "created_at"
     list_select_related = ("project",)
+
+
+@admin.action(description="Revoke the selected invitations")
+def revoke_invitations(
+    modeladmin: Any, request: HttpRequest, queryset: QuerySet[Invitation]
+) -> None:
+    for invitation in queryset:
+        with transaction.atomic():
+            revoke_invitation(invitation, actor=_actor(request))
+    modeladmin.message_user(request, "Invitation(s) revoked.", messages.SUCCESS)
+
+
+@admin.register(Invitation)
+class InvitationAdmin(ReadOnlyAdmin):
+    """Pending invitations; sent, resent and accepted through the Members page (their e-mail
+    and token), so here they are only read, or revoked through the service (audited)."""
+
+    list_display = ("email", "project", "role", "invited_by", "sent_at")
+    list_filter = ("role", "project")
+    search_fields = ("email", "project__name")
+    list_select_related = ("project", "invited_by")
+    actions = [revoke_invitations]
 
 
 @admin.register(OutboxMessage)

@@ -14,6 +14,7 @@ from core.actors import Actor
 from core.models import (
     ApiKey,
     AuditEntry,
+    Invitation,
     LiveNotice,
     Membership,
     Project,
@@ -21,7 +22,9 @@ from core.models import (
     WebhookDelivery,
     WebhookEndpoint,
 )
+from core.services.invitations import invite_member
 from core.services.webhooks import create_endpoint, redeliver
+from handoffs_app.models import HandoffViewer
 from handoffs_app.services.sla import update_handoff_settings
 from sessions_app.models import Blob, Event, Session, Snapshot
 from sessions_app.services.events import EventDraft, append_events
@@ -37,9 +40,11 @@ NOT_REGISTERED = {
     Event,  # composite primary key (session_id, seq): see sessions_app/admin.py
     Blob,  # composite primary key (session_id, sha256), bytes nobody reads in a form
     LiveNotice,  # a live notice's body for a few minutes (core.notify_layer): nothing to manage
+    HandoffViewer,  # an open workspace page, for seconds (handoffs_app.presence): nothing either
 }
 READ_ONLY = {
     "auditentry",
+    "invitation",
     "outboxmessage",
     "session",
     "snapshot",
@@ -94,6 +99,9 @@ def data(db):
     handoff = ask(make_session(project, title="Asks"), kind="question")
     redeliver(WebhookDelivery.objects.get(endpoint=endpoint), actor=Actor.system("t"))
     update_handoff_settings(project.pk, user=admin_user, lease_seconds=600)
+    invitation = invite_member(
+        project, "nia@example.com", role=Role.OPERATOR, actor=Actor.system("t"), base_url=""
+    )
     _retention_rows()
     return {
         "project": project,
@@ -104,6 +112,7 @@ def data(db):
         "endpoint": endpoint,
         "secret": secret,
         "handoff": handoff,
+        "invitation": invitation,
     }
 
 
@@ -200,6 +209,17 @@ def test_the_revoke_action_revokes_through_the_service(staff, data):
     assert ApiKey.objects.get(pk=key.pk).revoked_at is not None
     entry = AuditEntry.objects.get(action="api_key.revoke")
     assert entry.actor == "user:staff"
+
+
+def test_an_invitation_is_revoked_through_the_service(staff, data):
+    invitation = data["invitation"]
+    response = staff.post(
+        reverse("admin:core_invitation_changelist"),
+        {"action": "revoke_invitations", "_selected_action": [invitation.pk]},
+    )
+    assert response.status_code == 302
+    assert not Invitation.objects.filter(pk=invitation.pk).exists()
+    assert AuditEntry.objects.filter(action="invitation.revoke").exists()
 
 
 def test_the_last_admin_cannot_be_demoted_or_deleted_in_the_admin(staff, data):
