@@ -75,6 +75,10 @@ LEAST_ROLE: dict[str, tuple[tuple[str, ...], str]] = {
     "dashboard:handoff_message": (("POST",), "operator"),
     "dashboard:handoff_hand_back": (("POST",), "operator"),
     "dashboard:handoff_close": (("POST",), "operator"),
+    "dashboard:handoff_ignore": (("POST",), "operator"),
+    "dashboard:handoff_next": (("GET",), "operator"),
+    "dashboard:handoff_waiting": (("GET",), "viewer"),
+    "dashboard:handoff_digest": (("GET", "POST"), "admin"),
     "dashboard:project_settings": (("GET",), "viewer"),
     "dashboard:project_rename": (("POST",), "admin"),
     "dashboard:project_handoff_settings": (("POST",), "admin"),
@@ -129,6 +133,7 @@ BODIES: dict[str, Any] = {
     "dashboard:member_add": lambda w: {"user": w["stranger"], "role": "admin"},
     "dashboard:member_role": lambda w: {"role": "admin"},
     "dashboard:api_key_create": lambda w: {"name": "probe key", "scope": "admin"},
+    "dashboard:handoff_digest": lambda w: {"emails": "probe@example.com", "interval": 3600},
 }
 QUERIES: dict[str, Any] = {
     "dashboard:switch_project": lambda w: {"project": w["project_id"]},
