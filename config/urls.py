@@ -4,8 +4,7 @@ from django.views.generic import RedirectView
 
 from config.api import api
 from core import health
-from switchboard.accounts import invitations
-from switchboard.accounts.views import SignInView
+from switchboard.accounts import views as accounts
 
 urlpatterns = [
     # For load balancers, orchestrators and Prometheus: no sign-in, no session, JSON.
@@ -17,17 +16,17 @@ urlpatterns = [
     path("admin/login/", RedirectView.as_view(pattern_name="login", query_string=True)),
     path("admin/", admin.site.urls),
     # Before Django's auth URLs: the sign-in that throttles failures (switchboard.accounts.views).
-    path("accounts/login/", SignInView.as_view(), name="login"),
+    path("accounts/login/", accounts.SignInView.as_view(), name="login"),
     # An invitation's e-mailed link, then its password page (the token moved into the session;
     # this path first: "set-password" would otherwise read as a token).
     path(
         "accounts/invitations/<uuid:invitation_id>/set-password/",
-        invitations.invitation_set_password,
+        accounts.invitation_set_password,
         name="invitation_set_password",
     ),
     path(
         "accounts/invitations/<uuid:invitation_id>/<str:token>/",
-        invitations.invitation_link,
+        accounts.invitation_link,
         name="invitation_link",
     ),
     path("accounts/", include("django.contrib.auth.urls")),

@@ -28,7 +28,7 @@ from handoffs_app.services.records import sla_for
 from sessions_app.models import EventKind, Session
 from sessions_app.queries import slice_events
 from sessions_app.services.state import FoldedState, merge_patch, state_at, state_or_unreadable
-from switchboard.handoffs.schema_form import schema_edit_form
+from switchboard.handoffs.forms import schema_edit_form
 from switchboard.sessions.context import (
     ANSWER_WORDS,
     active_handoff,

@@ -42,6 +42,7 @@ from switchboard.handoffs.context import (
     workspace_context,
 )
 from switchboard.handoffs.forms import (
+    SCHEMA_MARKER,
     BudgetForm,
     EditArgsForm,
     FactsForm,
@@ -51,8 +52,9 @@ from switchboard.handoffs.forms import (
     QueueFilterForm,
     ReassignForm,
     RespondForm,
+    args_from_fields,
+    schema_edit_form,
 )
-from switchboard.handoffs.schema_form import SCHEMA_MARKER, args_from_fields, schema_edit_form
 from switchboard.sessions.forms import ReasonForm
 
 QUEUE_PAGE = "switchboard/handoff_queue.html"
