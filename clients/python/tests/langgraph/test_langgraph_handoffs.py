@@ -86,20 +86,26 @@ def wait_for_session(sb, external_id, timeout=30):
     raise AssertionError(f"no session {external_id}")
 
 
-def test_interrupts_become_handoffs_and_the_answers_resume_the_run(sb, project):
-    namespace = f"hitl-{uuid.uuid4().hex}/"
-    graph = ticket_graph(SwitchboardSaver(sb, namespace=namespace))
-    config = {"configurable": {"thread_id": "ticket-1"}}
+def start_run(graph, config):
+    """run_with_handoffs in a thread of its own; its result or error lands in the dict."""
     outcome = {}
 
     def run():
         try:
             outcome["result"] = run_with_handoffs(graph, {"log": []}, config, poll=1)
-        except Exception as error:  # reported by the assertion below
+        except Exception as error:  # reported by the callers' assertions
             outcome["error"] = error
 
     runner = threading.Thread(target=run)
     runner.start()
+    return runner, outcome
+
+
+def test_interrupts_become_handoffs_and_the_answers_resume_the_run(sb, project):
+    namespace = f"hitl-{uuid.uuid4().hex}/"
+    graph = ticket_graph(SwitchboardSaver(sb, namespace=namespace))
+    config = {"configurable": {"thread_id": "ticket-1"}}
+    runner, outcome = start_run(graph, config)
     session = wait_for_session(sb, namespace + "ticket-1")
     question = answer_next(
         project,

@@ -1,11 +1,10 @@
 """An interrupt's approval that the person ignores (the handoff ends `ignored`): the run goes on
 with Agent Inbox's `{"type": "ignore", "args": None}`, nothing to hand back."""
 
-import threading
 import uuid
 
-from switchboard_client.langgraph import SwitchboardSaver, run_with_handoffs
-from test_langgraph_handoffs import answer_next, ticket_graph, wait_for_session
+from switchboard_client.langgraph import SwitchboardSaver
+from test_langgraph_handoffs import answer_next, start_run, ticket_graph, wait_for_session
 
 from handoffs_app.services import handoffs as svc
 
@@ -14,16 +13,7 @@ def test_an_ignored_approval_resumes_the_graph_with_ignore(sb, project):
     namespace = f"ignore-{uuid.uuid4().hex}/"
     graph = ticket_graph(SwitchboardSaver(sb, namespace=namespace))
     config = {"configurable": {"thread_id": "ticket-ignored"}}
-    outcome = {}
-
-    def run():
-        try:
-            outcome["result"] = run_with_handoffs(graph, {"log": []}, config, poll=1)
-        except Exception as error:  # reported by the assertion below
-            outcome["error"] = error
-
-    runner = threading.Thread(target=run)
-    runner.start()
+    runner, outcome = start_run(graph, config)
     session = wait_for_session(sb, namespace + "ticket-ignored")
     answer_next(project, session.id, lambda row, p: svc.respond(row, user=p, text="old"), outcome)
     ignored = answer_next(project, session.id, lambda row, p: svc.ignore(row, user=p), outcome)
