@@ -154,6 +154,10 @@ class LiveListConsumer(LiveConsumer):
     listing: str = ""
     id_field: str = ""
     flush_seconds: float = 0.5
+    # A change committed between the page's render and this socket's join reached no one. A
+    # list whose flush renders it whole (the handoff queue, the navigation's count) renders
+    # once on joining; lists that render only the noted rows cannot, and leave this False.
+    flush_on_join: bool = False
 
     def open_stream(self, user: Any, project_id: int, query: str) -> Any:
         raise NotImplementedError
@@ -176,6 +180,8 @@ class LiveListConsumer(LiveConsumer):
             return
         await self.join([project_list_group(project_id, self.listing)])
         await self.accept()
+        if self.flush_on_join:
+            self.flush_task = asyncio.create_task(self._flush_later())
 
     async def changed(self, event: dict[str, Any]) -> None:
         noted = self.stream.note(str(event.get("type", "")), str(event.get(self.id_field, "")))

@@ -122,6 +122,7 @@ class HandoffQueueConsumer(LiveListConsumer):
     listing = "handoffs"
     id_field = "handoff_id"
     flush_seconds = 0.3
+    flush_on_join = True
 
     def open_stream(self, user: Any, project_id: int, query: str) -> Any:
         return QueueStream.open(user, project_id, query)
@@ -165,6 +166,7 @@ class HandoffNavConsumer(LiveListConsumer):
     listing = "handoffs"
     id_field = "handoff_id"
     flush_seconds = 0.3
+    flush_on_join = True
 
     def open_stream(self, user: Any, project_id: int, query: str) -> Any:
         require_role(user, project_id)

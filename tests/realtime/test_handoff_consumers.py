@@ -78,6 +78,26 @@ def test_the_queue_shows_new_requests_and_who_claimed_them(team: Team):
     async_to_sync(scenario)()
 
 
+def test_the_queue_and_the_count_show_what_came_between_the_render_and_the_join(team: Team):
+    # The page rendered before this request was made; its sockets join after: no notice of the
+    # request will ever reach them, so they render what is there on joining.
+    handoff = ask(make_session(team.project, title="Refund"), "approval")
+    cookie = cookie_for(team.viewer)
+
+    async def scenario():
+        for path, shown in (
+            (f"/ws/projects/{team.project.pk}/handoffs/", f'id="handoff-row-{handoff.pk}"'),
+            (f"/ws/projects/{team.project.pk}/nav/", 'id="nav-handoff-count"'),
+        ):
+            ws = socket(path, cookie)
+            assert (await ws.connect())[0]
+            first = await ws.receive_from(timeout=TIMEOUT)
+            assert shown in first and ">1</span>" in first
+            await ws.disconnect()
+
+    async_to_sync(scenario)()
+
+
 def test_the_workspace_shows_someone_elses_claim_and_no_actions(team: Team):
     handoff = ask(make_session(team.project, title="Refund"), "approval")
     cookie = cookie_for(team.admin)
