@@ -102,6 +102,13 @@ def asgi_server_process(*, workers: int = 1, **env: str) -> Iterator[tuple[str, 
 def wsgi_server(**env: str) -> Iterator[str]:
     """Run granian's WSGI server on config.wsgi:application as README's split layout starts it,
     on a free port; yields its base URL. Stopped (and reaped) on exit."""
+    with wsgi_server_process(**env) as (base_url, _):
+        yield base_url
+
+
+@contextmanager
+def wsgi_server_process(**env: str) -> Iterator[tuple[str, subprocess.Popen]]:
+    """wsgi_server(), yielding its process too (granian's main process; its worker is a child)."""
     port = free_port()
     command = [
         *_bin("granian"),
@@ -120,8 +127,8 @@ def wsgi_server(**env: str) -> Iterator[str]:
         "--log-level",
         "warning",
     ]
-    with _serving(command, port, env) as (base_url, _):
-        yield base_url
+    with _serving(command, port, env) as served:
+        yield served
 
 
 @contextmanager
@@ -151,13 +158,20 @@ def _reap(process: subprocess.Popen, *, timeout: float) -> None:
 
 @contextmanager
 def celery_processes(
-    queue: str, tmp_path: Path, *, beat: bool = False, app: str = "config", **env: str
+    queue: str,
+    tmp_path: Path,
+    *,
+    beat: bool = False,
+    app: str = "config",
+    node: str | None = None,
+    **env: str,
 ) -> Iterator[Path]:
     """A real Celery worker consuming only `queue` (and a beat process, if asked) against the
     test database; yields the log file both write to. Stopped (and reaped) on exit.
 
     Give every test its own queue name: the broker is a Redis other suites share, and a worker
-    on the default queue would take (or be given) their jobs.
+    on the default queue would take (or be given) their jobs. Several workers on one queue
+    need a `node` name each (the worker's name is `<node>@<host>`; the queue's by default).
     """
     log = tmp_path / "celery.log"
     commands = [
@@ -169,7 +183,7 @@ def celery_processes(
             "-Q",
             queue,
             "-n",
-            f"{queue}@%h",
+            f"{node or queue}@%h",
             "--pool",
             "solo",
             "--loglevel",
