@@ -1,4 +1,6 @@
 import logging
+import re
+import sys
 import time
 from typing import Any
 
@@ -77,6 +79,9 @@ class RequestMetricsMiddleware:
         return response
 
 
+ARTIFACT_UPLOAD = re.compile(r"/api/v1/sessions/[^/]+/artifacts/[^/]+")
+
+
 class ApiBodyLimitMiddleware:
     """API requests: refuse oversize bodies by their Content-Length before anything reads or
     parses them, and answer unknown paths and wrong methods in the JSON error shape."""
@@ -87,6 +92,10 @@ class ApiBodyLimitMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if request.path.startswith("/api/"):
             limit = settings.SWITCHBOARD_MAX_BODY_BYTES
+            if request.method == "PUT" and ARTIFACT_UPLOAD.fullmatch(request.path):
+                # A file, streamed to storage, never parsed: sessions_app.services.artifacts
+                # checks its Content-Length against its own limit before reading a byte.
+                limit = sys.maxsize
             try:
                 length = int(request.META.get("CONTENT_LENGTH") or 0)
             except ValueError:

@@ -593,6 +593,11 @@ SWITCHBOARD_KEY_TOUCH_SECONDS = env_int("SWITCHBOARD_KEY_TOUCH_SECONDS", 60)
 # request; this bounds only a change whose epoch never reached Redis. 0: no cache.
 SWITCHBOARD_API_KEY_CACHE_SECONDS = env_int("SWITCHBOARD_API_KEY_CACHE_SECONDS", 10)
 DATA_UPLOAD_MAX_MEMORY_SIZE = SWITCHBOARD_MAX_BODY_BYTES
+# Artifacts (PUT /api/v1/sessions/{id}/artifacts/{name}, sessions_app/services/artifacts.py):
+# one file's bytes at most (its upload is refused with 413 past it, before or while it
+# streams), and a project's stored artifact bytes at most (507 past it).
+SWITCHBOARD_ARTIFACT_MAX_BYTES = env_int("SWITCHBOARD_ARTIFACT_MAX_BYTES", 100 * 1024 * 1024)
+SWITCHBOARD_ARTIFACT_QUOTA_BYTES = env_int("SWITCHBOARD_ARTIFACT_QUOTA_BYTES", 10 * 1024**3)
 # /metrics answers only with `Authorization: Bearer <this>`; unset, /metrics is 404 (off).
 SWITCHBOARD_METRICS_TOKEN = env_secret("SWITCHBOARD_METRICS_TOKEN")
 # Read by prometheus-client itself too: one shared folder for the web and worker processes.
@@ -662,3 +667,28 @@ STORAGES = {
         else "django.contrib.staticfiles.storage.StaticFilesStorage"
     },
 }
+# Artifacts' bytes: a folder under the project (the run command's default), or an S3-compatible
+# bucket through django-storages (`pip install django-storages[s3]`) when a bucket is named; the
+# credentials are boto3's own (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, or the instance role).
+SWITCHBOARD_ARTIFACTS_S3_BUCKET = env_str("SWITCHBOARD_ARTIFACTS_S3_BUCKET")
+if SWITCHBOARD_ARTIFACTS_S3_BUCKET:
+    STORAGES["artifacts"] = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": SWITCHBOARD_ARTIFACTS_S3_BUCKET,
+            "endpoint_url": env_str("SWITCHBOARD_ARTIFACTS_S3_ENDPOINT_URL") or None,
+            "region_name": env_str("SWITCHBOARD_ARTIFACTS_S3_REGION") or None,
+            "location": env_str("SWITCHBOARD_ARTIFACTS_S3_PREFIX"),
+            # Every key is new (services.artifacts names them): no existence check per save.
+            "file_overwrite": True,
+            "default_acl": None,
+            "querystring_auth": False,
+        },
+    }
+else:
+    STORAGES["artifacts"] = {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {
+            "location": env_str("SWITCHBOARD_ARTIFACTS_DIR", str(BASE_DIR / ".artifacts")),
+        },
+    }

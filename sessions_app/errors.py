@@ -1,6 +1,6 @@
 """Errors of the session store (rendered like every DomainError: see core.errors)."""
 
-from core.errors import Conflict, DomainError
+from core.errors import Conflict, DomainError, PayloadTooLarge
 
 
 class SessionNotWritable(Conflict):
@@ -49,3 +49,29 @@ class Compacted(DomainError):
 
     status = 410
     code = "compacted"
+
+
+class ArtifactTooLarge(PayloadTooLarge):
+    """A file over SWITCHBOARD_ARTIFACT_MAX_BYTES: refused by its Content-Length, or as soon as
+    its streamed bytes pass the limit; nothing of it is kept."""
+
+    code = "artifact_too_large"
+
+
+class ArtifactQuotaExceeded(DomainError):
+    """The project's stored artifact bytes would pass SWITCHBOARD_ARTIFACT_QUOTA_BYTES."""
+
+    status = 507
+    code = "artifact_quota_exceeded"
+
+
+class ArtifactSharedWithFork(Conflict):
+    """A version a fork sees (saved at or before its fork point) is the fork's history too: its
+    bytes are not copied, so deleting it would take it from the fork. Delete the forks first."""
+
+    code = "artifact_shared_with_fork"
+
+
+class LengthRequired(DomainError):
+    status = 411
+    code = "length_required"

@@ -177,6 +177,8 @@ class EventKind(models.TextChoices):
     DECISION = "decision"
     LIFECYCLE = "lifecycle"
     HANDOFF = "handoff"
+    # A version of a named file saved or deleted (services.artifacts): system-written.
+    ARTIFACT = "artifact"
 
 
 class Tier(models.TextChoices):
@@ -195,6 +197,7 @@ DEFAULT_TIER: dict[str, str] = {
     EventKind.DECISION: Tier.DURABLE,
     EventKind.LIFECYCLE: Tier.DURABLE,
     EventKind.HANDOFF: Tier.DURABLE,
+    EventKind.ARTIFACT: Tier.DURABLE,
 }
 AGENT_KINDS = frozenset(
     {
@@ -288,6 +291,55 @@ class Blob(models.Model):
 
     def __str__(self) -> str:
         return f"{self.session_id} blob {self.sha256[:12]} ({self.size} bytes)"
+
+
+class Artifact(models.Model):
+    """One version of a named file of a session (PUT /sessions/{id}/artifacts/{name}).
+
+    The bytes live in the `artifacts` storage (Django's storage API: a folder, or S3) under
+    `storage_key`, a name of our own making that no client chooses; the row says what they are.
+    Each save is also an `artifact` event in the log, whose seq the row keeps: a fork and a
+    time-travel read see the rows of the lineage with `seq` up to their point, without a copy
+    of the bytes (services.artifacts). A deleted version keeps its row (`deleted_at`), so a
+    version number is never given twice and the log's events still name something; its bytes
+    are gone. Deleted with the session (CASCADE; its files by services.artifacts'
+    forget_session_files, which whole-session deletion calls)."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, db_index=False)
+    # Denormalised: the project's quota sums its rows without a join.
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, db_index=False)
+    name = models.CharField(max_length=200)
+    version = models.IntegerField()
+    seq = models.IntegerField()
+    size = models.BigIntegerField()
+    sha256 = models.CharField(max_length=64)
+    content_type = models.CharField(max_length=200)
+    storage_key = models.CharField(max_length=300)
+    actor = models.CharField(max_length=120, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    deleted_at = models.DateTimeField(null=True, blank=True)
+    # The `artifact` event that recorded the deletion.
+    deleted_seq = models.IntegerField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            # Also the index of a session's listing and of one name's versions.
+            models.UniqueConstraint(
+                fields=["session", "name", "version"], name="artifact_unique_version"
+            ),
+        ]
+        indexes = [
+            # The project's quota: the sum of its stored bytes at every upload.
+            models.Index(
+                fields=["project"],
+                include=["size"],
+                condition=Q(deleted_at__isnull=True),
+                name="artifact_project_stored",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id} {self.name} v{self.version}"
 
 
 class Snapshot(models.Model):

@@ -5,9 +5,10 @@ A fork's history is its ancestors' rows up to each fork point plus its own, reso
 """
 
 import asyncio
+import functools
 import json
 import re
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -102,18 +103,27 @@ def slice_events(
             high = upper - 1 if high is None else min(high, upper - 1)
         if high is not None and high <= low:
             continue
+        read = functools.partial(
+            storage.segment_rows,
+            segment_id,
+            kinds=kinds,
+            tier=tier,
+            newest_first=newest_first,
+            as_json=as_json,
+            keys=keys,
+            key_prefix=key_prefix,
+        )
+        last = seg_upto if seg_upto is not None else session.head_seq
+        filtered = bool(kinds or tier or key_prefix)
         rows.extend(
-            storage.segment_rows(
-                segment_id,
+            _window_first(
+                read,
                 low,
                 high,
-                kinds=kinds,
-                tier=tier,
+                last,
+                wanted - len(rows),
+                filtered=filtered,
                 newest_first=newest_first,
-                limit=wanted - len(rows),
-                as_json=as_json,
-                keys=keys,
-                key_prefix=key_prefix,
             )
         )
         if len(rows) >= wanted:
@@ -132,6 +142,51 @@ def slice_events(
         has_more=has_more,
         compacted=compacted,
     )
+
+
+# A filtered read (kinds, tier, key_prefix) of at most this many rows tries the window of
+# positions nearest its starting end first (_window_first).
+WINDOWED_READ_MAX = 201
+
+
+def _window_first(
+    read: Callable[..., list[Any]],
+    low: int,
+    high: int | None,
+    last: int,
+    limit: int,
+    *,
+    filtered: bool,
+    newest_first: bool,
+) -> list[Any]:
+    """read(low, high, limit=...) of one segment (low < seq <= high; `last`: its last seq as
+    far as the session row knows), trying first the `2 * limit + 64` positions at the end the
+    read starts from (the newest with newest_first, else the oldest).
+
+    Why: PostgreSQL plans a filtered read from its statistics, and for a session's key prefix
+    or kind list it often expects a few rows, so it fetches every matching row of the
+    segment through an index and sorts them to keep `limit`: an adapter's "last 50 items"
+    read all 5,000 of a 5,000-item session (the OpenAI adapter's key_prefix, ADK's kinds). In
+    the window, the read touches at most the window's rows whatever the plan; it is the answer
+    when it holds `limit` rows (every row outside the window is further from the starting
+    end), else the rest of the segment is read as before (sparse matches: the index path)."""
+    if not filtered or limit > WINDOWED_READ_MAX:
+        return read(low, high, limit=limit)
+    window = 2 * limit + 64
+    top = last if high is None else min(high, last)
+    if top - low <= window:
+        return read(low, high, limit=limit)
+    if newest_first:
+        cut = top - window
+        rows = read(cut, high, limit=limit, by_position=True)
+        if len(rows) < limit:
+            rows += read(low, cut, limit=limit - len(rows))
+    else:
+        cut = low + window
+        rows = read(low, cut, limit=limit, by_position=True)
+        if len(rows) < limit:
+            rows += read(cut, high, limit=limit - len(rows))
+    return rows
 
 
 def _inclusive(before_seq: int | None) -> int | None:

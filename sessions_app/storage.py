@@ -33,7 +33,7 @@ from core.storage import (
     table,
 )
 from core.text import loads_stored
-from sessions_app.models import Agent, Event, Session, Snapshot
+from sessions_app.models import Agent, Artifact, Event, Session, Snapshot
 
 EVENT_FIELDS = (
     "session_id",
@@ -485,6 +485,7 @@ def segment_rows(
     as_json: bool = False,
     keys: Sequence[str] | None = None,
     key_prefix: str | None = None,
+    by_position: bool = False,
 ) -> list[Any]:
     """Rows of one lineage segment with low < seq <= high, along the primary key.
 
@@ -494,7 +495,8 @@ def segment_rows(
     1,000-event slice spent more of its server time formatting rows in Python than reading them.
 
     With `keys` or `key_prefix`, only events whose idempotency_key is one of `keys` or starts
-    with `key_prefix`: see _key_condition for the plan.
+    with `key_prefix`: see _key_condition for the plan. `by_position`: (low, high] is a short
+    window, read along the primary key whatever the statistics say of the key prefix.
     """
     selected = _EVENT_LINE if as_json else _SEGMENT_COLUMNS
     sql = [f"SELECT {selected} FROM {table(Event)} WHERE session_id = %s AND seq > %s"]
@@ -509,7 +511,13 @@ def segment_rows(
         sql.append(" AND tier = %s")
         params.append(tier)
     by_key = keys is not None or key_prefix is not None
-    if by_key:
+    if by_key and by_position and key_prefix is not None:
+        # A short window of positions (queries._window_first): the prefix as an expression no
+        # index holds, so the plan is the window's range of the primary key, never the whole
+        # session's range of the key index filtered by seq.
+        sql.append(" AND left(idempotency_key, %s) = %s")
+        params.extend([len(key_prefix), key_prefix])
+    elif by_key:
         condition, condition_params = _key_condition(keys, key_prefix)
         sql.append(f" AND {condition}")
         params.extend(condition_params)
@@ -701,6 +709,8 @@ def events_of_kinds_in_windows(
 # on that connection, so a crashed server process or a dropped connection frees it by itself.
 
 EXPORT_LOCK_SPACE = 0x5342  # "SB": the top 16 bits of every export slot's advisory-lock key
+# The key space of a project's artifact quota lock: one 16-bit tag below the export slots'.
+ARTIFACT_QUOTA_LOCK_SPACE = 0x5341  # "SA"
 
 
 def export_slot_key(project_id: int, slot: int) -> int:
@@ -943,3 +953,32 @@ class EventMatchingText(Func):
             self.text,
         )
         return sql, params
+
+
+# --- Artifacts ------------------------------------------------------------------------------
+
+
+def lock_artifact_quota(project_id: int) -> None:
+    """Hold the project's artifact-quota lock until the caller's transaction ends: two uploads
+    of one project each check the quota with the other's bytes counted, never both under it
+    and together over. A transaction-level advisory lock: nothing to release, nothing held by
+    a crashed process."""
+    if not 0 <= project_id < 1 << 48:
+        raise ValueError(f"no artifact quota lock for project {project_id}")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(%s)", [(ARTIFACT_QUOTA_LOCK_SPACE << 48) | project_id]
+        )
+
+
+def artifact_bytes_stored(project_id: int) -> int:
+    """The project's stored artifact bytes (deleted versions' not counted): an index-only sum
+    (artifact_project_stored)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT coalesce(sum(size), 0) FROM {table(Artifact)}"
+            " WHERE project_id = %s AND deleted_at IS NULL",
+            [project_id],
+        )
+        row = cursor.fetchone()
+    return int(row[0]) if row else 0

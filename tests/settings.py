@@ -15,6 +15,11 @@ os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/0")
 _RUN = os.environ.get("SWITCHBOARD_TEST_DB", "test_switchboard")
 os.environ.setdefault("CACHE_KEY_PREFIX", f"switchboard-{_RUN}")
 os.environ.setdefault("CHANNEL_LAYER_PREFIX", f"switchboard-{_RUN}")
+# Artifacts' files: a folder per suite, beside the others' (children inherit it).
+os.environ.setdefault(
+    "SWITCHBOARD_ARTIFACTS_DIR",
+    os.path.join(os.path.dirname(os.path.dirname(__file__)), ".artifacts-test", _RUN),
+)
 
 from config.settings import *  # noqa: E402, F403
 from config.settings import DATABASES  # noqa: E402

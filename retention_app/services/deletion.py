@@ -24,6 +24,7 @@ from core.errors import NotFound
 from core.services.audit import audit_entry, record_audits
 from sessions_app.models import Session
 from sessions_app.retention import allow_event_deletion
+from sessions_app.services.artifacts import forget_session_files
 
 from .. import storage
 from ..domain_events import SessionDeleted
@@ -48,6 +49,7 @@ def delete_sessions_locked(
     fails). A fork of one of them that is not among them refuses the whole call
     (storage.SessionStillReferenced). Returns (events, bytes) per session."""
     ids = [s.pk for s in sessions]
+    forget_session_files(ids)  # their artifacts' files go once this commits (rows: CASCADE)
     with allow_event_deletion():
         freed = storage.delete_all_events_of(ids)
     snapshots = storage.delete_sessions_rows(ids)  # snapshots, links, handoffs …
