@@ -21,7 +21,7 @@ from ninja.security import APIKeyQuery
 from ninja.throttling import BaseThrottle
 
 from core import ratelimit
-from core.errors import DomainError
+from core.errors import DomainError, NotFound
 from core.http import error_response
 from core.models import ApiKey
 from core.outage import OutageLog
@@ -29,6 +29,7 @@ from core.ratelimit import RateBucket
 from core.schemas import QUERY_PREFIXES
 from core.scopes import ApiKeyAuth
 from core.text import loads_client_json
+from sessions_app.access import missing_session_error
 from tasks_app.api import SignalGrant
 
 logger = logging.getLogger(__name__)
@@ -224,6 +225,13 @@ api = SwitchboardAPI(
 
 @api.exception_handler(DomainError)
 def domain_error(request: HttpRequest, exc: DomainError) -> HttpResponse:
+    auth = getattr(request, "auth", None)
+    if isinstance(exc, NotFound) and isinstance(auth, ApiKey) and isinstance(exc.detail, dict):
+        # A session that went while the request waited (an erasure won the race with an
+        # append or a fork): the same answer as a look-up that comes after it (410 erased).
+        session_id = exc.detail.get("session_id")
+        if session_id:
+            exc = missing_session_error(session_id, auth.project_id)
     response = error_response(exc.status, exc.code, exc.message, exc.detail)
     if exc.retry_after is not None:
         response["Retry-After"] = str(exc.retry_after)
@@ -315,3 +323,4 @@ api.add_router("/", "sessions_app.artifact_api.router")
 api.add_router("/", "tasks_app.api.router")
 api.add_router("/", "handoffs_app.api.router")
 api.add_router("/", "retention_app.api.router")
+api.add_router("/", "retention_app.erasure_api.router")

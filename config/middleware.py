@@ -137,6 +137,7 @@ class DashboardDomainErrorMiddleware:
         403: "Not allowed",
         503: "Switchboard is temporarily unavailable",
         404: "Not found",
+        410: "Erased",
         409: "That cannot be done now",
         413: "Too large",
         422: "Check your input",
@@ -146,6 +147,8 @@ class DashboardDomainErrorMiddleware:
     HINTS = {
         403: "Your role in this project does not allow this. An admin can change your role.",
         404: "It may have been deleted, or it belongs to a project you are not a member of.",
+        410: "It was erased on a data-protection request. The receipt of the erasure (named "
+        "above) is kept: an admin finds it on the project's Erasure page.",
         409: "Someone or something changed it meanwhile. Reload the page to see its state.",
         429: "Too many of these are running at once in this project. Retry in a few seconds.",
         503: "Nothing was lost. Reload the page in a few seconds.",

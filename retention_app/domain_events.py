@@ -89,3 +89,12 @@ class HoldChanged(DomainEvent):
             project_list_group(self.project_id, "sessions"),
             project_list_group(self.project_id, RETENTION_LISTING),
         ]
+
+
+@dataclass(frozen=True)
+class SessionErased(SessionDeleted):
+    """A session removed by an erasure: live pages and lists treat it as a deletion (same
+    type), but no `session.deleted` webhook goes out, so no new delivery body names it."""
+
+    def webhook_event(self) -> str | None:
+        return None

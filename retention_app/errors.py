@@ -1,6 +1,6 @@
 """Errors of retention (rendered like every DomainError: see core.errors)."""
 
-from core.errors import Conflict
+from core.errors import Conflict, DomainError
 
 
 class SessionHasForks(Conflict):
@@ -15,3 +15,18 @@ class SessionUnderLegalHold(Conflict):
     of it is deleted. The detail names the hold."""
 
     code = "legal_hold"
+
+
+class ErasureHeld(Conflict):
+    """Standing legal holds cover sessions the erasure would remove: nothing is erased until an
+    admin lifts them. The detail lists every such hold."""
+
+    code = "legal_hold"
+
+
+class SessionErased(DomainError):
+    """The session was removed by an erasure (a data subject's request): gone for good. The
+    detail names the erasure, whose receipt says what went."""
+
+    status = 410
+    code = "erased"

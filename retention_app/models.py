@@ -199,3 +199,90 @@ class SessionTombstone(models.Model):
 
     def __str__(self) -> str:
         return f"tombstone {self.session_id}"
+
+
+class ErasureStatus(models.TextChoices):
+    QUEUED = "queued"  # requested; the job has not started
+    RUNNING = "running"
+    HELD = "held"  # stopped: a legal hold placed after the request covers a matching session
+    DONE = "done"  # the receipt is final (the database refuses any change to it from then on)
+
+
+class ErasureRequest(models.Model):
+    """An admin's request to erase one data subject's data, and its receipt once done.
+
+    `selectors` names the subject (all of them must match a session: services.erasure);
+    `counts` says how much of each kind went; every removed object's SHA-256 is an
+    ErasedObject row. Once `done`, a trigger (migration 0004) refuses any UPDATE or DELETE of
+    the row: the receipt is kept as it was written."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    selectors = models.JSONField()
+    requested_by = models.CharField(max_length=150)
+    requested_at = models.DateTimeField(auto_now_add=True)
+    status = models.CharField(
+        max_length=10, choices=ErasureStatus.choices, default=ErasureStatus.QUEUED
+    )
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    # kind -> how many: sessions, events, facts, snapshots, handoffs, … (services.erasure).
+    counts = models.JSONField(default=dict, blank=True)
+    # While `held`: the holds that stopped it ([{id, scope, session_id, agent}]).
+    holds = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["project", "-requested_at"], name="erasure_recent")]
+
+    def __str__(self) -> str:
+        return f"erasure {self.pk} ({self.status})"
+
+
+class ErasureTarget(models.Model):
+    """A session an erasure removes: the matching sessions and their forks, frozen when it was
+    requested (a fork made later is added by the batch that finds it). `erased_at` set = gone;
+    the row stays, so reads of the id answer 410 `erased` naming the receipt."""
+
+    erasure = models.ForeignKey(ErasureRequest, on_delete=models.CASCADE, related_name="targets")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    # No foreign key: the session row is deleted by the erasure, this row stays.
+    session_id = models.UUIDField()
+    erased_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["erasure", "session_id"], name="erasure_target_unique_session"
+            )
+        ]
+        indexes = [
+            # The job's queue: an erasure's targets not yet erased.
+            models.Index(
+                fields=["erasure", "session_id"],
+                condition=Q(erased_at__isnull=True),
+                name="erasure_target_pending",
+            ),
+            # "Was this missing session erased?" (the 410 of reads; the guard trigger's check).
+            models.Index(fields=["session_id"], name="erasure_target_session"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.erasure_id} {self.session_id}"
+
+
+class ErasedObject(models.Model):
+    """One object an erasure removed (or rewrote): its kind, a reference, and the SHA-256 of
+    its stored form before it went. Append-only (migration 0004's trigger)."""
+
+    erasure = models.ForeignKey(
+        ErasureRequest, on_delete=models.CASCADE, related_name="erased_objects"
+    )
+    kind = models.CharField(max_length=40)
+    ref = models.CharField(max_length=200)
+    sha256 = models.CharField(max_length=64)
+
+    class Meta:
+        indexes = [models.Index(fields=["erasure", "id"], name="erased_object_receipt")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.ref}"

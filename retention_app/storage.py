@@ -175,27 +175,33 @@ def _cascade_of(model: type[models.Model]) -> list[tuple[type[models.Model], str
     return found
 
 
-def _cascading_deletes() -> list[tuple[str, str]]:
-    """(table, DELETE statement taking the session ids as its one parameter) for every row that
-    Django's cascade would delete with a session, the rows of a session's dependants' own
+def cascading_rows() -> list[tuple[type[models.Model], str]]:
+    """(model, `<table> WHERE …` taking the session ids as its one parameter) for every row
+    that Django's cascade would delete with a session, the rows of a session's dependants' own
     dependants (a handoff's viewers) before the dependants. Two levels deep at most: a deeper
-    chain is refused rather than guessed at."""
-    deletes = []
+    chain is refused rather than guessed at. Erasure (erasure_storage) reads them before it
+    deletes them, to hash each."""
+    rows: list[tuple[type[models.Model], str]] = []
     for model, column in _cascade_of(Session):
         name = table(model)
         for child, child_column in _cascade_of(model):
             if _cascade_of(child):
                 raise SessionStillReferenced(f"{child.__name__} has dependants of its own")
             pk = connection.ops.quote_name(model._meta.pk.column)  # type: ignore[arg-type]
-            deletes.append(
+            rows.append(
                 (
-                    table(child),
-                    f"DELETE FROM {table(child)} WHERE {child_column} IN"
+                    child,
+                    f"{table(child)} WHERE {child_column} IN"
                     f" (SELECT {pk} FROM {name} WHERE {column} = ANY(%s))",
                 )
             )
-        deletes.append((name, f"DELETE FROM {name} WHERE {column} = ANY(%s)"))
-    return deletes
+        rows.append((model, f"{name} WHERE {column} = ANY(%s)"))
+    return rows
+
+
+def _cascading_deletes() -> list[tuple[str, str]]:
+    """(table, DELETE statement taking the session ids as its one parameter) of cascading_rows."""
+    return [(table(model), f"DELETE FROM {where}") for model, where in cascading_rows()]
 
 
 def delete_session_rows(session_id: UUID) -> int:

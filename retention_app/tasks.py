@@ -2,11 +2,13 @@
 
 import logging
 from typing import Any
+from uuid import UUID
 
 from celery import shared_task
 from django.db import InterfaceError, OperationalError
 
 from .models import RunJob
+from .services.erasure import BATCH_EVENTS, run_erasure
 from .services.jobs import run_job, run_job_for_project
 
 logger = logging.getLogger(__name__)
@@ -86,3 +88,23 @@ def _run_or_take_queued(
         job, limit=limit, max_batches=max_batches, project_ids=project_ids, trigger=trigger
     )
     return _summary(runs)
+
+
+@shared_task(
+    name="retention_app.erase_subject",
+    autoretry_for=(OperationalError, InterfaceError),
+    retry_backoff=True,
+    max_retries=3,
+)
+def erase_subject(
+    erasure_id: str, batch_events: int | None = None, max_batches: int | None = None
+) -> dict[str, Any]:
+    """Erase a data subject's sessions in batches, then seal the receipt (services.erasure)."""
+    erasure = run_erasure(
+        UUID(erasure_id),
+        batch_events=batch_events or BATCH_EVENTS,
+        max_batches=max_batches,
+    )
+    if erasure is None:
+        return {"erasure": erasure_id, "status": "missing"}
+    return {"erasure": erasure_id, "status": erasure.status, "counts": erasure.counts}
