@@ -87,11 +87,13 @@ def _content_length(request: HttpRequest) -> int | None:
     "Content-Length. Each call saves the next version and appends an `artifact` event (name, "
     "version, size, sha256, content_type). 413 past SWITCHBOARD_ARTIFACT_MAX_BYTES, 507 past "
     "the project's quota; nothing is kept of a refused or broken upload.",
-    response=responses({201: ArtifactOut}, 404, 409, 411, 413, 507),
+    response=responses({201: ArtifactOut}, 404, 409, 411, 507, body=True),
     openapi_extra={
         "requestBody": {
             "required": True,
-            "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}},
+            "content": {
+                "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+            },
         }
     },
 )

@@ -1,5 +1,6 @@
 """Test data through the domain services themselves (as the product creates it)."""
 
+import io
 import itertools
 from typing import Any
 
@@ -9,7 +10,8 @@ from django.contrib.auth.models import AbstractBaseUser
 from core.actors import Actor
 from core.models import ApiKey, KeyScope, Project, Role
 from core.services.projects import add_member, create_api_key, create_project
-from sessions_app.models import Session
+from sessions_app.models import Artifact, Session
+from sessions_app.services.artifacts import save_artifact
 from sessions_app.services.sessions import open_session
 from tasks_app.models import Task
 from tasks_app.services.tasks import create_task
@@ -41,6 +43,20 @@ def make_api_key(
 def make_session(project: Project, agent: str = "test-agent", **overrides: Any) -> Session:
     session, _ = open_session(project, agent_name=agent, actor=Actor.system("tests"), **overrides)
     return session
+
+
+def make_artifact(
+    session: Session, name: str, data: bytes = b"x", content_type: str = "text/plain"
+) -> Artifact:
+    """A version saved through the service, as PUT /sessions/{id}/artifacts/{name} does."""
+    return save_artifact(
+        session,
+        name,
+        io.BytesIO(data),
+        length=len(data),
+        content_type=content_type,
+        actor=Actor.system("tests"),
+    )
 
 
 def make_task(project: Project, workflow: str = "document_approval", **overrides: Any) -> Task:

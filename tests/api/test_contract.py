@@ -35,7 +35,7 @@ from sessions_app.services.events import EventDraft, append_events
 from sessions_app.services.lifecycle import close_session, pause_session
 from sessions_app.services.sessions import fork_session
 from tasks_app.services.steps import update_step
-from tests.factories import make_api_key, make_project, make_session, make_task
+from tests.factories import make_api_key, make_artifact, make_project, make_session, make_task
 
 TESTER = Actor.system("tests")
 EXAMPLES_PER_OPERATION = 15
@@ -153,6 +153,9 @@ def use_real_ids(case) -> None:
         label = case.operation.label
         if "/blobs" in label:
             known["session_id"] = KNOWN["blob_session_id"]
+        if "/artifacts" in label:
+            # Its own session, which no generated close reaches; names it holds.
+            known["session_id"] = KNOWN["artifact_session_id"]
         if label.startswith("DELETE ") and label.endswith("/sessions/{session_id}"):
             # Deletes its own sessions (one with a fork), not those the others work on.
             known["session_id"] = KNOWN["doomed_session_id"]
@@ -236,6 +239,10 @@ def _build_world() -> None:
     # the blob of the schema's examples (aGVsbG8=).
     blobs_session = make_session(project, title="blobs")
     (blob,) = store_blobs(blobs_session, [b"hello"])
+    artifacts_session = make_session(project, title="artifacts")
+    for name in ("document_approval", "approved"):
+        for _ in range(3):  # versions enough that generated deletes leave some to read
+            make_artifact(artifacts_session, name)
     KNOWN.update(
         api_key=[raw_key],
         key_id=[str(k.pk) for k in spare_keys],
@@ -249,6 +256,7 @@ def _build_world() -> None:
         key=["draft", "review", "publish"],
         name=["document_approval", "approved"],
         blob_session_id=[str(blobs_session.pk)],
+        artifact_session_id=[str(artifacts_session.pk)],
         sha256=[blob.sha256],
     )
 

@@ -33,7 +33,7 @@ from sessions_app.services.blobs import store_blobs
 from sessions_app.services.events import EventDraft, append_events
 from tasks_app.models import Step, Task
 from tests.conftest import ApiClient
-from tests.factories import make_project, make_session, make_task
+from tests.factories import make_artifact, make_project, make_session, make_task
 from tests.retention.helpers import POLICY_BODY
 
 # (method, path) -> body (None for no body). Bodies are valid where a valid one is simple, so
@@ -91,6 +91,10 @@ REQUESTS: dict[tuple[str, str], dict | None] = {
     ("POST", "/sessions/{session_id}/blobs"): {"blobs": [{"data": "c2NvcGVz"}]},
     ("POST", "/sessions/{session_id}/blobs/lookup"): {"sha256": ["{sha256}"]},
     ("GET", "/sessions/{session_id}/blobs/{sha256}"): None,
+    ("PUT", "/sessions/{session_id}/artifacts/{name}"): {"a": "file"},
+    ("GET", "/sessions/{session_id}/artifacts"): None,
+    ("GET", "/sessions/{session_id}/artifacts/{name}"): None,
+    ("DELETE", "/sessions/{session_id}/artifacts/{name}"): None,
 }
 
 # The routes that need an admin-scoped key.
@@ -137,6 +141,7 @@ def _world(project: Project) -> dict[str, object]:
     )
     task = make_task(project)
     (blob,) = store_blobs(session, [b"a blob"])
+    make_artifact(session, "document_approval")  # the {name} of artifacts' routes (_fill)
     # A standing hold, so lifting it (DELETE …/hold) has one to lift.
     place_hold(project, session=session, reason="scope test", actor=Actor.system("tests"))
     # A saved policy (DELETE /retention/policy resets it), a key to revoke, an endpoint to delete.

@@ -22,7 +22,7 @@ from sessions_app.services.blobs import store_blobs
 from sessions_app.services.events import EventDraft, append_events
 from sessions_app.services.lifecycle import pause_session
 from tests.conftest import ApiClient
-from tests.factories import make_api_key, make_project, make_session, make_task
+from tests.factories import make_api_key, make_artifact, make_project, make_session, make_task
 from tests.retention.helpers import POLICY_BODY as POLICY
 
 TESTER = Actor.system("tests")
@@ -38,7 +38,7 @@ VALID_BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/sessions"): {"agent": "a", "metadata": {"m": 1}, "budget": {"max_tokens": 10}},
     ("POST", "/sessions/{session_id}/events"): {
         "events": [{"kind": "note", "content": {"text": "x"}}],
-        "expected_head_seq": 1,
+        "expected_head_seq": 2,  # the world's note, then its artifact
     },
     ("POST", "/sessions/{session_id}/fork"): {"at_seq": 1},
     ("POST", "/sessions/{session_id}/pause"): {"reason": "r"},
@@ -114,7 +114,9 @@ def _body_operations() -> list[tuple[str, str, dict]]:
         (method.upper(), path.removeprefix(PREFIX), operation["requestBody"])
         for path, item in OPENAPI["paths"].items()
         for method, operation in item.items()
-        if method in METHODS and "requestBody" in operation
+        # JSON bodies: an artifact's upload is the file itself, not fields.
+        if method in METHODS
+        and "application/json" in operation.get("requestBody", {}).get("content", {})
     ]
 
 
@@ -149,6 +151,7 @@ def _world(project: Project) -> dict[str, str]:
     session = make_session(project)  # agent "test-agent"
     append_events(session, [EventDraft(kind="note", content={"n": 1})], actor=TESTER)
     (blob,) = store_blobs(session, [b"a blob"])
+    make_artifact(session, "review_decision")  # the {name} of artifacts' routes
     paused = make_session(project)
     pause_session(paused, actor=TESTER, reason="tests")
     handoff = request_handoff(
