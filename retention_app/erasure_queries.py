@@ -10,7 +10,7 @@ from core.access import as_uuid
 from core.errors import NotFound
 
 from .errors import SessionErased
-from .models import ErasedObject, ErasureRequest, ErasureTarget
+from .models import ErasedObject, ErasureRequest, ErasureStatus, ErasureTarget
 
 RECEIPT_CHUNK = 2000
 
@@ -46,6 +46,20 @@ def recent_erasures(project_id: int, limit: int = 50) -> list[ErasureRequest]:
     )
 
 
+def counts_shown(kinds: dict[str, int]) -> dict[str, int]:
+    """Counts per kind of row (model names, as the job keeps them) named as receipts show
+    them: `sessions`, `events` (all, facts included), `facts`, then one plural per kind of
+    row (snapshots, handoffs, blobs, artifacts, audit_entries, webhook_deliveries, …)."""
+    kinds = dict(kinds)
+    out = {"sessions": kinds.pop("session", 0)}
+    out["events"] = kinds.pop("event", 0) + kinds.get("fact", 0)
+    out["facts"] = kinds.pop("fact", 0)
+    for kind, n in sorted(kinds.items()):
+        name = f"{kind[:-1]}ies" if kind.endswith("y") else f"{kind}s"
+        out[name] = out.get(name, 0) + n
+    return out
+
+
 def erasure_dict(erasure: ErasureRequest) -> dict[str, Any]:
     """The receipt's summary (GET /erasures/{id}, the page's list)."""
     return {
@@ -56,7 +70,9 @@ def erasure_dict(erasure: ErasureRequest) -> dict[str, Any]:
         "requested_at": erasure.requested_at.isoformat(),
         "started_at": erasure.started_at.isoformat() if erasure.started_at else None,
         "finished_at": erasure.finished_at.isoformat() if erasure.finished_at else None,
-        "counts": erasure.counts,
+        "counts": erasure.counts
+        if erasure.status == ErasureStatus.DONE
+        else counts_shown(erasure.counts),
         "holds": erasure.holds,
         "sessions": ErasureTarget.objects.filter(erasure=erasure).count(),
         "objects": ErasedObject.objects.filter(erasure=erasure).count(),

@@ -7,11 +7,13 @@ from uuid import UUID
 from celery import shared_task
 from django.db import InterfaceError, OperationalError
 
-from .models import RunJob
+from .models import ErasureStatus, RunJob
 from .services.erasure import BATCH_EVENTS, run_erasure
 from .services.jobs import run_job, run_job_for_project
 
 logger = logging.getLogger(__name__)
+# Seconds of batches per run of erase_subject, well inside CELERY_TASK_SOFT_TIME_LIMIT.
+ERASURE_TIME_BUDGET = 240.0
 
 
 def _summary(runs: list[Any]) -> dict[str, Any]:
@@ -95,16 +97,24 @@ def _run_or_take_queued(
     autoretry_for=(OperationalError, InterfaceError),
     retry_backoff=True,
     max_retries=3,
+    bind=True,
 )
 def erase_subject(
-    erasure_id: str, batch_events: int | None = None, max_batches: int | None = None
+    self: Any, erasure_id: str, batch_events: int | None = None, max_batches: int | None = None
 ) -> dict[str, Any]:
-    """Erase a data subject's sessions in batches, then seal the receipt (services.erasure)."""
+    """Erase a data subject's sessions in batches, then seal the receipt (services.erasure).
+    A large subject is done over several runs of this task, each within the time limit: one
+    that stops with work left queues the next (a killed one is redelivered: acks_late)."""
     erasure = run_erasure(
         UUID(erasure_id),
         batch_events=batch_events or BATCH_EVENTS,
         max_batches=max_batches,
+        time_budget=None if max_batches else ERASURE_TIME_BUDGET,
     )
     if erasure is None:
         return {"erasure": erasure_id, "status": "missing"}
+    if erasure.status == ErasureStatus.RUNNING and not max_batches:
+        # The rest on the queue this run came from (a worker of that queue takes it).
+        queue = (self.request.delivery_info or {}).get("routing_key")
+        self.apply_async(kwargs={"erasure_id": erasure_id}, queue=queue or None)
     return {"erasure": erasure_id, "status": erasure.status, "counts": erasure.counts}

@@ -26,6 +26,7 @@ target when the batch finds it).
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,6 +49,7 @@ from sessions_app.queries import metadata_matches
 
 from .. import erasure_storage, storage
 from ..domain_events import RetentionChanged, SessionErased
+from ..erasure_queries import counts_shown
 from ..errors import ErasureHeld
 from ..models import (
     ErasedObject,
@@ -298,18 +300,6 @@ class ErasurePreview:
         }
 
 
-def _plural(kinds: dict[str, int]) -> dict[str, int]:
-    """Counts named as the receipt shows them: `events` (all, facts included), `facts`, then
-    one plural per kind of row (snapshots, handoffs, blobs, …)."""
-    out = {"sessions": kinds.pop("session", 0)}
-    out["events"] = kinds.pop("event", 0) + kinds.get("fact", 0)
-    out["facts"] = kinds.pop("fact", 0)
-    for kind, n in sorted(kinds.items()):
-        name = f"{kind[:-1]}ies" if kind.endswith("y") else f"{kind}s"
-        out[name] = out.get(name, 0) + n
-    return out
-
-
 def preview_erasure(project: Project | int, raw_selectors: Any) -> ErasurePreview:
     """What an erasure with these selectors would remove now, counted per kind, and the holds
     that would refuse it. Reads only."""
@@ -317,7 +307,7 @@ def preview_erasure(project: Project | int, raw_selectors: Any) -> ErasurePrevie
     selectors = parse_selectors(raw_selectors)
     sessions = matching_sessions(project_id, selectors)
     ids = [s.pk for s in sessions]
-    counts = _plural(erasure_storage.count_session_rows(ids))
+    counts = counts_shown(erasure_storage.count_session_rows(ids))
     counts.setdefault("artifacts", 0)
     needles = _session_needles(sessions, subject_values(selectors))
     counts["audit_entries"] = (
@@ -592,7 +582,7 @@ def finish_erasure(erasure_id: UUID) -> ErasureRequest:
         tombstones = _tombstones(erasure)
         kinds["tombstone"] = len(tombstones)
         _merge(erasure, kinds)
-        erasure.counts = _plural(dict(erasure.counts))
+        erasure.counts = counts_shown(dict(erasure.counts))
         erasure.counts.setdefault("artifacts", 0)
         erasure.status = ErasureStatus.DONE
         erasure.finished_at = timezone.now()
@@ -638,15 +628,24 @@ def _tombstones(erasure: ErasureRequest) -> list[SessionTombstone]:
 
 
 def run_erasure(
-    erasure_id: UUID, *, batch_events: int = BATCH_EVENTS, max_batches: int | None = None
+    erasure_id: UUID,
+    *,
+    batch_events: int = BATCH_EVENTS,
+    max_batches: int | None = None,
+    time_budget: float | None = None,
 ) -> ErasureRequest | None:
     """The whole job, safe to run again at any point: start, batches until none is left (or a
-    hold stops it, or `max_batches`), then the last step. None if there is no such erasure."""
+    hold stops it, or `max_batches` or `time_budget` seconds are spent: then it stays
+    `running` and the caller runs it again), then the last step. None if there is no such
+    erasure."""
     erasure = start_erasure(erasure_id)
     if erasure is None or erasure.status != ErasureStatus.RUNNING:
         return erasure
+    deadline = None if time_budget is None else time.monotonic() + time_budget
     done = 0
     while max_batches is None or done < max_batches:
+        if deadline is not None and done and time.monotonic() > deadline:
+            break
         erased = erase_batch(erasure.pk, batch_events=batch_events)
         if erased == HELD:
             return ErasureRequest.objects.get(pk=erasure.pk)
