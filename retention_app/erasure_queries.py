@@ -26,7 +26,7 @@ def erased_session(session_id: UUID) -> tuple[int, SessionErased] | None:
         return None
     project_id, erasure_id = row
     return project_id, SessionErased(
-        "This session was erased on a data-protection request.",
+        f"This session was erased on a data-protection request (receipt {erasure_id}).",
         detail={"session_id": str(session_id), "erasure_id": str(erasure_id)},
     )
 

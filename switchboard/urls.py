@@ -2,6 +2,7 @@ from django.urls import path
 
 from switchboard.console import views as console
 from switchboard.digest import views as digest
+from switchboard.erasure import views as erasure
 from switchboard.handoffs import views as handoffs
 from switchboard.overview import views as overview
 from switchboard.retention import views as retention
@@ -51,6 +52,15 @@ urlpatterns = [
         "p/<int:project_id>/retention/holds/<int:hold_id>/lift/",
         retention.retention_lift,
         name="retention_lift",
+    ),
+    # Erasure of a data subject: admins only (preview, confirm, receipts).
+    path("p/<int:project_id>/erasure/", erasure.erasure, name="erasure"),
+    path("p/<int:project_id>/erasure/preview/", erasure.erasure_preview, name="erasure_preview"),
+    path("p/<int:project_id>/erasure/confirm/", erasure.erasure_confirm, name="erasure_confirm"),
+    path(
+        "p/<int:project_id>/erasure/<uuid:erasure_id>/receipt/",
+        erasure.erasure_receipt,
+        name="erasure_receipt",
     ),
     # One session (viewer and up to read and export; operator and up to act).
     path("sessions/<uuid:session_id>/", sessions.session_detail, name="session_detail"),

@@ -42,7 +42,7 @@ from core.services.invitations import invite_member
 from core.services.webhooks import create_endpoint
 from handoffs_app.models import Handoff, HandoffSettings
 from handoffs_app.services.handoffs import claim_handoff, request_handoff_locked, take_over
-from retention_app.models import LegalHold, RetentionPolicy, RetentionRun
+from retention_app.models import ErasureRequest, LegalHold, RetentionPolicy, RetentionRun
 from retention_app.services.holds import place_hold
 from sessions_app.models import Event, Session, Snapshot
 from sessions_app.services.lifecycle import pause_session
@@ -111,6 +111,9 @@ class World:
             values["hold_id"] = hold.pk
         if delivery is not None:
             values["delivery_id"] = delivery.pk
+        erasure = ErasureRequest.objects.filter(project=self.team.project).first()
+        if erasure is not None:
+            values["erasure_id"] = erasure.pk
         invitation = Invitation.objects.filter(project=self.team.project).first()
         if invitation is not None:
             values["invitation_id"] = invitation.public_id
@@ -147,6 +150,7 @@ def snapshot() -> dict[str, Any]:
         "retention_policies": sorted(RetentionPolicy.objects.values_list("pk", "compact_after")),
         "holds": sorted(LegalHold.objects.values_list("pk", "released_at")),
         "runs": RetentionRun.objects.count(),
+        "erasures": ErasureRequest.objects.count(),
         "invitations": sorted(Invitation.objects.values_list("public_id", "sent_at")),
         "mails": len(mail.outbox),
     }
@@ -369,6 +373,24 @@ def ran_now(response, world: World, before: dict[str, Any]) -> None:
     assert RetentionRun.objects.filter(project=world.team.project).count() == 2
 
 
+def with_erasure(world: World) -> None:
+    ErasureRequest.objects.create(
+        project=world.team.project, selectors={"external_id": "nobody"}, requested_by="t"
+    )
+
+
+def erasure_requested(response, world: World, before: dict[str, Any]) -> None:
+    assert response.status_code == 302, response.status_code
+    assert response["Location"] == reverse("dashboard:erasure", args=[world.team.project.pk])
+    assert ErasureRequest.objects.filter(project=world.team.project).count() == 1
+
+
+def receipt_downloaded(response, world: World, before: dict[str, Any]) -> None:
+    assert response.status_code == 200, response.status_code
+    assert b'"selectors": {"external_id": "nobody"}' in drain(response)
+    assert snapshot() == before
+
+
 def webhooks_page(world: World) -> str:
     return reverse("dashboard:webhooks", args=[world.team.project.pk])
 
@@ -584,6 +606,15 @@ MATRIX: dict[str, Row] = {
         },
     ),
     "dashboard:retention_run": Row("post", "admin", ran_now),
+    # Erasure of a data subject: admins only, reads included (the receipts name the subject).
+    "dashboard:erasure": Row("get", "admin", page, prepare=with_erasure),
+    "dashboard:erasure_preview": Row(
+        "post", "admin", page, data={"metadata_key": "user", "metadata_value": "u-1"}
+    ),
+    "dashboard:erasure_confirm": Row(
+        "post", "admin", erasure_requested, data={"external_id": "nobody", "confirm": "yes"}
+    ),
+    "dashboard:erasure_receipt": Row("get", "admin", receipt_downloaded, prepare=with_erasure),
     "dashboard:retention_hold": Row(
         "post",
         "admin",
