@@ -176,6 +176,14 @@ class ForkIn(InSchema):
     )
 
 
+ExternalId = Annotated[str, Field(min_length=1, max_length=200)]
+# GET /sessions?external_id=…: the most ids one look-up takes (an ADK session, its app's and
+# its user's shared state are three).
+MAX_EXTERNAL_ID_LOOKUPS = 20
+# GET /sessions?include=events: the most events per listed session.
+MAX_LISTED_EVENTS = 200
+
+
 class SessionListQuery(InSchema):
     status: list[SessionStatus] | None = None
     agent: str | None = None
@@ -185,22 +193,28 @@ class SessionListQuery(InSchema):
     created_before: IsoDateTime | None = None
     updated_after: IsoDateTime | None = None
     updated_before: IsoDateTime | None = None
-    external_id: str | None = Field(
+    external_id: list[ExternalId] | None = Field(
         None,
-        min_length=1,
-        max_length=200,
-        description="The session with this external_id, or an empty page: a look-up that "
-        "never opens one (POST /sessions does).",
+        max_length=MAX_EXTERNAL_ID_LOOKUPS,
+        description="The sessions with one of these external_ids (repeat the parameter: "
+        f"external_id=a&external_id=b, at most {MAX_EXTERNAL_ID_LOOKUPS}), or an empty page: "
+        "a look-up that never opens one (POST /sessions does).",
     )
     has_pending_handoff: bool | None = Field(
         None,
         description="true: only sessions waiting on a person (a handoff open, claimed, "
         "answered or taken over); false: only the others.",
     )
-    include: Literal["state"] | None = Field(
+    include: list[Literal["state", "events"]] | None = Field(
         None,
         description="state: each session also carries `state`, `facts` and `state_error` "
-        "(its working state at its head, as GET /sessions/{id}/state).",
+        "(its working state at its head, as GET /sessions/{id}/state). events: each session "
+        "also carries `events`, the last `events_limit` events of its log, oldest first, and "
+        "`events_has_more` (as GET /sessions/{id}/events?order=desc&limit=…, reversed). "
+        "Repeatable: include=state&include=events.",
+    )
+    events_limit: int = Field(
+        50, ge=1, le=MAX_LISTED_EVENTS, description="with include=events: events per session"
     )
     cursor: str | None = None
     limit: int = Field(50, ge=1, le=200)
@@ -332,13 +346,32 @@ class SessionOut(OutSchema):
     closed_at: datetime | None
 
 
+class EventOut(OutSchema):
+    """One event as the slice and the export send it (storage._EVENT_LINE, key for key)."""
+
+    seq: int
+    kind: EventKind
+    tier: Tier
+    role: str
+    tokens: int
+    cost: DecimalString
+    actor: str
+    idempotency_key: str | None
+    created_at: datetime
+    session_id: UUID = Field(
+        ..., description="the session whose log holds it: an ancestor's, in a fork's prefix"
+    )
+    content: dict[str, Any]
+
+
 class FactOut(OutSchema):
     value: Any
     seq: int = Field(..., description="the event that set it")
 
 
 class SessionListItemOut(SessionOut):
-    """A session of the list. The last three keys are sent with include=state only."""
+    """A session of the list. `state`, `facts` and `state_error` are sent with include=state
+    only, `events` and `events_has_more` with include=events only."""
 
     state: dict[str, Any] | None = Field(
         None,
@@ -352,6 +385,14 @@ class SessionListItemOut(SessionOut):
         None,
         description="include=state: null, or why state and facts are null (code "
         "stored_value_too_deep, GET /sessions/{id}/state's 409); the other sessions are read",
+    )
+    events: list[EventOut] | None = Field(
+        None,
+        description="include=events: the last events_limit events of the session's log, "
+        "oldest first (a fork's include its parent's prefix)",
+    )
+    events_has_more: bool | None = Field(
+        None, description="include=events: older events than these exist"
     )
 
 
@@ -372,24 +413,6 @@ class AppendOut(OutSchema):
     head_seq: int
     status: SessionStatus
     events: list[AppendedEventOut] = Field(..., description="in request order")
-
-
-class EventOut(OutSchema):
-    """One event as the slice and the export send it (storage._EVENT_LINE, key for key)."""
-
-    seq: int
-    kind: EventKind
-    tier: Tier
-    role: str
-    tokens: int
-    cost: DecimalString
-    actor: str
-    idempotency_key: str | None
-    created_at: datetime
-    session_id: UUID = Field(
-        ..., description="the session whose log holds it: an ancestor's, in a fork's prefix"
-    )
-    content: dict[str, Any]
 
 
 # An export's header line (queries.export_header), documented inline: nothing declares it.

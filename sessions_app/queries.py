@@ -469,8 +469,8 @@ class SessionFilters:
     metadata_key: str | None = None
     # With metadata_key: the key's value, compared as text ("tag" filter key=value).
     metadata_value: str | None = None
-    # The session with this external_id, if any (a look-up: nothing is opened).
-    external_id: str | None = None
+    # The sessions with one of these external_ids (a look-up: nothing is opened).
+    external_ids: list[str] | None = None
     # (name, value) pairs, all to hold: the API's `metadata.<name>=<value>` (metadata_matches).
     metadata_equals: list[tuple[str, str]] = field(default_factory=list)
 
@@ -501,8 +501,9 @@ def filter_sessions(project: Project, filters: SessionFilters) -> QuerySet[Sessi
             # Cast: compared as plain text, not as JSON.
             value = Cast(KeyTextTransform(filters.metadata_key, "metadata"), TextField())
             qs = qs.alias(_meta_value=value).filter(_meta_value=filters.metadata_value)
-    if filters.external_id is not None:
-        qs = qs.filter(external_id=filters.external_id)  # index session_unique_external_id
+    if filters.external_ids is not None:
+        # index session_unique_external_id: one probe per id
+        qs = qs.filter(external_id__in=filters.external_ids)
     for meta_name, meta_value in filters.metadata_equals:
         qs = qs.filter(metadata_matches(meta_name, meta_value))
     return qs

@@ -9,6 +9,7 @@ import. For the same reason the session bodies served here carry `holds`, the st
 holds that cover the session (retention's). The rest of the session API is sessions_app.api.
 """
 
+import json
 from typing import Any
 from uuid import UUID
 
@@ -36,7 +37,7 @@ from sessions_app.api import (
     session_to_dict,
 )
 from sessions_app.models import Session
-from sessions_app.queries import SessionFilters, filter_sessions, page_sessions
+from sessions_app.queries import SessionFilters, filter_sessions, page_sessions, slice_events
 from sessions_app.services.state import head_states
 from switchboard.sessions.queries import pending_handoff_expression
 from tasks_app.api import LinkedTaskOut
@@ -134,7 +135,7 @@ def list_sessions(request: HttpRequest, filters: Query[SessionListQuery]) -> Htt
             created_before=filters.created_before,
             updated_after=filters.updated_after,
             updated_before=filters.updated_before,
-            external_id=filters.external_id,
+            external_ids=filters.external_id,
             metadata_equals=metadata_filters(request.GET),
         ),
     )
@@ -144,10 +145,27 @@ def list_sessions(request: HttpRequest, filters: Query[SessionListQuery]) -> Htt
         qs = qs.filter(pending if filters.has_pending_handoff else ~pending)
     page, next_cursor = page_sessions(qs, cursor=filters.cursor, limit=filters.limit)
     sessions = sessions_with_holds(page)
-    if filters.include == "state":
+    include = filters.include or []
+    if "state" in include:
         for body, folded in zip(sessions, head_states(page), strict=True):
             body.update(head_state_fields(folded))
-    return json_response({"sessions": sessions, "next_cursor": next_cursor})
+    if "events" not in include:
+        return json_response({"sessions": sessions, "next_cursor": next_cursor})
+    # Each session's last events spliced in as the database wrote their JSON (as the events
+    # endpoint sends them): no decoding and encoding of their content here.
+    items = []
+    for body, session in zip(sessions, page, strict=True):
+        tail = slice_events(session, limit=filters.events_limit, newest_first=True, as_json=True)
+        encoded = json.dumps(body, default=str, separators=(",", ":"))
+        items.append(
+            f'{encoded[:-1]},"events":[{",".join(reversed(tail.lines))}],'
+            f'"events_has_more":{json.dumps(tail.has_more)}}}'
+        )
+    cursor = json.dumps(next_cursor)
+    return HttpResponse(
+        f'{{"sessions":[{",".join(items)}],"next_cursor":{cursor}}}',
+        content_type="application/json",
+    )
 
 
 @router.get(

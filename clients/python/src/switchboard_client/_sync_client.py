@@ -200,10 +200,11 @@ class Client:
         status: Sequence[m.SessionStatus] | None = None,
         agent: str | None = None,
         q: str | None = None,
-        external_id: str | None = None,
+        external_id: str | Sequence[str] | None = None,
         metadata: Mapping[str, str | int | float | bool | None] | None = None,
         has_pending_handoff: bool | None = None,
         include_state: bool = False,
+        include_events: int | None = None,
         created_after: datetime | None = None,
         created_before: datetime | None = None,
         updated_after: datetime | None = None,
@@ -213,17 +214,25 @@ class Client:
     ) -> m.SessionPage:
         """One page of the project's sessions, newest first; the filters AND together.
 
-        `external_id`: a look-up that never opens one. `metadata`: top-level keys and the values
-        they must hold (`{"tier": "gold", "priority": 3}`). `include_state`: each session also
-        carries its working state and facts at head (`state`, `facts`, `state_error`).
+        `external_id`: a look-up that never opens one (several: the sessions with any of
+        them, at most 20). `metadata`: top-level keys and the values they must hold
+        (`{"tier": "gold", "priority": 3}`). `include_state`: each session also carries its
+        working state and facts at head (`state`, `facts`, `state_error`). `include_events`:
+        each session also carries its last `include_events` events (`events`, oldest first,
+        and `events_has_more`).
         """
+        include = [
+            *(["state"] if include_state else []),
+            *(["events"] if include_events is not None else []),
+        ]
         query: dict[str, Any] = {
             "status": status,
             "agent": agent,
             "q": q,
-            "external_id": external_id,
+            "external_id": [external_id] if isinstance(external_id, str) else external_id,
             "has_pending_handoff": has_pending_handoff,
-            "include": "state" if include_state else None,
+            "include": include or None,
+            "events_limit": include_events,
             "created_after": created_after,
             "created_before": created_before,
             "updated_after": updated_after,
@@ -255,6 +264,26 @@ class Client:
             external_id=external_id, include_state=include_state, limit=1
         )
         return page.sessions[0] if page.sessions else None
+
+    def find_sessions(
+        self,
+        external_ids: Sequence[str],
+        *,
+        include_state: bool = False,
+        include_events: int | None = None,
+    ) -> dict[str, m.SessionListItem]:
+        """The project's sessions with these external_ids (at most 20), by external_id, in one
+        request: those that do not exist are left out (nothing is opened). With
+        `include_state` / `include_events`, as list_sessions."""
+        if not external_ids:
+            return {}
+        page = self.list_sessions(
+            external_id=list(external_ids),
+            include_state=include_state,
+            include_events=include_events,
+            limit=len(external_ids),
+        )
+        return {s.external_id: s for s in page.sessions if s.external_id is not None}
 
     def delete_session(
         self, session_id: str, *, with_forks: bool = False

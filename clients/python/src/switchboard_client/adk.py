@@ -39,6 +39,7 @@ import hashlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, Literal, override
 from urllib.parse import quote
 
@@ -74,6 +75,8 @@ _UPDATED = "last_update_time"
 # The event kinds ADK events are written as (a state delta rides as a `state` event beside).
 _EVENT_KINDS = ("message", "tool_call", "tool_result", "note")
 _PAGE = 1000
+# The most events GET /sessions?include=events gives per session (its events_limit).
+_LISTED_EVENTS = 200
 
 Scope = Literal["session", "app_state", "user_state"]
 
@@ -199,10 +202,8 @@ class SwitchboardSessionService(BaseSessionService):
                 raise AlreadyExistsError(f"Session with id {session_id} already exists.") from error
             raise
         await self._write_shared(app_name, user_id, deltas)
-        app_state, user_state = await asyncio.gather(
-            self._read_shared(self._app_ref(app_name)),
-            self._read_shared(self._user_ref(app_name, user_id)),
-        )
+        app_state, user_states = await self._shared_of_user(app_name, user_id)
+        user_state = user_states[user_id]
         session = Session(
             id=session_id,
             app_name=app_name,
@@ -223,19 +224,40 @@ class SwitchboardSessionService(BaseSessionService):
         config: GetSessionConfig | None = None,
     ) -> Session | None:
         session_id = session_id.strip() if session_id else session_id
-        found, app_state, user_state = await asyncio.gather(
-            self._find(app_name, user_id, session_id, include_state=True),
-            self._read_shared(self._app_ref(app_name)),
-            self._read_shared(self._user_ref(app_name, user_id)),
-        )
-        if found is None:
-            return None
-        switchboard_id, head_seq, working = found
         config = config or GetSessionConfig()
+        wanted = config.num_recent_events
+        tail: m.SessionListItem | None = None
+        if session_reference(session_id) is None:
+            # One request: the session, its state and its last events, with the app's and the
+            # user's shared state (each ADK event is two events in the log: itself and its
+            # state delta, hence 2 × wanted; a few more cover an operator's message between).
+            app_ref, user_ref = self._app_ref(app_name), self._user_ref(app_name, user_id)
+            ref = self._session_ref(app_name, user_id, session_id)
+            listed = await self.client.find_sessions(
+                [ref, app_ref, user_ref],
+                include_state=True,
+                include_events=None if wanted == 0 else _tail_size(wanted),
+            )
+            app_state = self._shared_from(app_ref, listed.get(app_ref))
+            user_state = self._shared_from(user_ref, listed.get(user_ref))
+            tail = listed.get(ref)
+            if tail is None:
+                return None
+            switchboard_id, head_seq, working = tail.id, tail.head_seq, tail.state or {}
+        else:
+            # A fork made in the dashboard, named by its Switchboard id.
+            found, (app_state, user_states) = await asyncio.gather(
+                self._find(app_name, user_id, session_id, include_state=True),
+                self._shared_of_user(app_name, user_id),
+            )
+            if found is None:
+                return None
+            switchboard_id, head_seq, working = found
+            user_state = user_states[user_id]
         events: list[Event] = []
-        if config.num_recent_events != 0:
+        if wanted != 0:
             events = await self._recent_events(
-                switchboard_id, config.num_recent_events, config.after_timestamp
+                switchboard_id, wanted, config.after_timestamp, first=tail
             )
         session = Session(
             id=session_id,
@@ -362,20 +384,32 @@ class SwitchboardSessionService(BaseSessionService):
     # --- Reading events ------------------------------------------------------------------------
 
     async def _recent_events(
-        self, switchboard_id: str, limit: int | None, after: float | None
+        self,
+        switchboard_id: str,
+        limit: int | None,
+        after: float | None,
+        *,
+        first: m.SessionListItem | None = None,
     ) -> list[Event]:
         """The session's ADK events, oldest first: the last `limit` of them, of those the ones
-        after the newest one older than `after` (as InMemorySessionService filters)."""
+        after the newest one older than `after` (as InMemorySessionService filters). `first`:
+        the session as listed with its last events (include_events), read before asking for
+        more."""
         newest_first: list[Event] = []
         before: int | None = None
         while limit is None or len(newest_first) < limit:
-            page = await self.client.events(
-                switchboard_id,
-                before_seq=before,
-                order="desc",
-                kind=_EVENT_KINDS,
-                limit=_PAGE if limit is None else min(_PAGE, limit - len(newest_first) + 8),
-            )
+            page: _TailPage | m.EventSlice
+            if first is not None and first.events is not None:
+                page = _TailPage(first.events[::-1], bool(first.events_has_more))
+                first = None
+            else:
+                page = await self.client.events(
+                    switchboard_id,
+                    before_seq=before,
+                    order="desc",
+                    kind=_EVENT_KINDS,
+                    limit=_PAGE if limit is None else min(_PAGE, limit - len(newest_first) + 8),
+                )
             for stored in page.events:
                 data = stored.content.get("adk")
                 if not isinstance(data, dict):
@@ -394,7 +428,10 @@ class SwitchboardSessionService(BaseSessionService):
     # --- app: and user: state ------------------------------------------------------------------
 
     async def _read_shared(self, ref: str) -> dict[str, Any]:
-        found = await self.client.find_session(ref, include_state=True)
+        return self._shared_from(ref, await self.client.find_session(ref, include_state=True))
+
+    def _shared_from(self, ref: str, found: m.SessionListItem | None) -> dict[str, Any]:
+        """The shared state a look-up of `ref` found (include_state), its id remembered."""
         if found is None:
             return {}
         self._shared_ids[ref] = found.id
@@ -403,11 +440,10 @@ class SwitchboardSessionService(BaseSessionService):
     async def _shared_of_user(
         self, app_name: str, user_id: str
     ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-        app_state, user_state = await asyncio.gather(
-            self._read_shared(self._app_ref(app_name)),
-            self._read_shared(self._user_ref(app_name, user_id)),
-        )
-        return app_state, {user_id: user_state}
+        app_ref, user_ref = self._app_ref(app_name), self._user_ref(app_name, user_id)
+        listed = await self.client.find_sessions([app_ref, user_ref], include_state=True)
+        app_state = self._shared_from(app_ref, listed.get(app_ref))
+        return app_state, {user_id: self._shared_from(user_ref, listed.get(user_ref))}
 
     async def _shared_of_app(
         self, app_name: str
@@ -491,6 +527,20 @@ class SwitchboardSessionService(BaseSessionService):
 
 
 # --- Encoding ----------------------------------------------------------------------------------
+
+
+def _tail_size(wanted: int | None) -> int:
+    """Events of the log that hold the last `wanted` ADK events (None: all of them) when no one
+    else wrote between: each is two (the event and its state delta); the API's most at once."""
+    return _LISTED_EVENTS if wanted is None else min(_LISTED_EVENTS, 2 * wanted + 8)
+
+
+@dataclass
+class _TailPage:
+    """A listed session's last events as a page of the events endpoint: newest first."""
+
+    events: list[m.Event]
+    has_more: bool
 
 
 def _wrap(values: Mapping[str, Any]) -> dict[str, list[Any]]:

@@ -168,12 +168,15 @@ class Fact:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SessionListItem(Session):
     """ListedSessionOut: with the legal holds covering it. `state`, `facts` and `state_error`
-    come with include=state only."""
+    come with include=state only; `events` (the last ones, oldest first) and `events_has_more`
+    with include=events only."""
 
     holds: list[Hold]
     state: JsonObject | None = None
     facts: dict[str, Fact] | None = None
     state_error: ErrorBody | None = None
+    events: "list[Event] | None" = None
+    events_has_more: bool | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -288,3 +288,67 @@ def test_it_goes_on_after_the_client_retried_an_append(server_url, api_key):
             assert got.state == {"k": 2} and got == session
 
     asyncio.run(main())
+
+
+def test_it_reads_a_session_in_one_request_and_lists_in_two(server_url, api_key):
+    """get_session: the session, its state, its last events and the app's and user's shared
+    state from one GET /sessions (issue 27 §2: it was four); list_sessions of a user: the
+    sessions and both shared states in two (it was three). The events are those the events
+    endpoint pages to when the listed tail is short: an operator's messages between ADK's,
+    every event asked for (num_recent_events None), a time cut."""
+    sent: list[httpx.Request] = []
+
+    async def count(request):
+        sent.append(request)
+
+    async def scenario(service, client):
+        session = await service.create_session(
+            app_name="app", user_id="u", session_id="s1", state={"app:a": 1, "user:b": 2}
+        )
+        await service.create_session(app_name="app", user_id="u", session_id="s2")
+        for n in range(130):
+            await service.append_event(session, state_event({"n": n}, text=f"said {n}"))
+            if n % 3 == 0:  # an operator's message: in the log, not one of ADK's events
+                sid = (await client.find_session("t:adk:s:app:u:s1")).id
+                await client.append(
+                    sid, [{"kind": "message", "role": "human", "content": {"text": "hi"}}]
+                )
+                session = await service.get_session(app_name="app", user_id="u", session_id="s1")
+        said = [e.content.parts[0].text for e in session.events if e.content]
+
+        for wanted, expected in ((5, said[-5:]), (60, said[-60:]), (None, said), (0, [])):
+            del sent[:]
+            got = await service.get_session(
+                app_name="app",
+                user_id="u",
+                session_id="s1",
+                config=GetSessionConfig(num_recent_events=wanted),
+            )
+            assert [e.content.parts[0].text for e in got.events if e.content] == expected
+            assert got.state == {"app:a": 1, "user:b": 2, "n": 129}
+            if wanted in (0, 5):
+                assert len(sent) == 1, [r.url for r in sent]  # the tail held them all
+        middle = session.events[70].timestamp
+        got = await service.get_session(
+            app_name="app",
+            user_id="u",
+            session_id="s1",
+            config=GetSessionConfig(after_timestamp=middle),
+        )
+        assert [e.id for e in got.events] == [e.id for e in session.events[70:]]
+
+        del sent[:]
+        listed = await service.list_sessions(app_name="app", user_id="u")
+        assert len(sent) == 2
+        assert {s.id: s.state for s in listed.sessions} == {
+            "s1": {"app:a": 1, "user:b": 2, "n": 129},
+            "s2": {"app:a": 1, "user:b": 2},
+        }
+        assert await service.get_session(app_name="app", user_id="u", session_id="nope") is None
+
+    async def main():
+        options = {"event_hooks": {"request": [count]}}
+        async with AsyncClient(server_url, api_key, retry=FAST, httpx_options=options) as client:
+            await scenario(SwitchboardSessionService(client, namespace="t:"), client)
+
+    asyncio.run(main())
