@@ -13,11 +13,11 @@ A and half on B (as a load balancer spreads them), one after the other so drift 
 
 Printed per layout: appends/s, latency p50/p95, and the CPU per append of the server processes
 and of their PostgreSQL backends (the figure that survives a loaded machine); then the ratio two
-servers / one, and the cores other work on the machine took meanwhile (the clients and Redis
-count as other work). On a 2-core machine the second server can only take what the first one,
-PostgreSQL and the clients leave: the ratio says how much of a second core one process could
-not use (one process's Python threads share a GIL), not what a second machine would add.
-Nothing is asserted.
+servers / one, and the cores that work other than this bench's took meanwhile (its clients,
+servers, PostgreSQL and Redis are this bench's). On a 2-core machine the second server can only
+take what the first one, PostgreSQL and the clients leave: the ratio says how much of a second
+core one process could not use (one process's Python threads share a GIL), not what a second
+machine would add. Nothing is asserted.
 """
 
 from __future__ import annotations
@@ -38,12 +38,21 @@ AGENTS = ingest.FLEET_AGENTS
 
 
 def busy_and_ours(servers: list[ingest.Server], conn: Any, db: str) -> tuple[float, float]:
-    """CPU seconds the whole machine has been busy, and those of this bench's servers, their
-    PostgreSQL backends and the loopback's interrupt handling (bench/ingest.py's Interference,
-    for several servers)."""
+    """CPU seconds the whole machine has been busy, and those of this bench: this process and
+    its finished client processes, the servers, their PostgreSQL backends, Redis and
+    PostgreSQL's background writers, the loopback's interrupt handling (bench/ingest.py's
+    Interference, for several servers)."""
     busy, interrupts = ingest.busy_cpu_seconds()
+    t = os.times()
+    mine = t.user + t.system + t.children_user + t.children_system
     servers_cpu = sum(ingest.tree_cpu(s.proc.pid) for s in servers)
-    return busy, servers_cpu + interrupts + ingest.pg_backends_cpu(conn, db)
+    return busy, (
+        mine
+        + servers_cpu
+        + interrupts
+        + ingest.pg_backends_cpu(conn, db)
+        + ingest.shared_services_cpu()
+    )
 
 
 def run_layout(
@@ -169,8 +178,9 @@ def main() -> None:
     cores = os.cpu_count()
     print(
         f"(CPU per append is the servers' and their PostgreSQL backends'; 'other cores' is what "
-        f"everything else on this {cores}-core machine used meanwhile, the clients and Redis "
-        "included: a shared machine makes appends/s and latency noisy, the CPU figures less so)"
+        f"work other than this bench's (its clients, servers, PostgreSQL and Redis) used of this "
+        f"{cores}-core machine meanwhile: above 0.2 or so, appends/s and latency are inflated by "
+        "it, the CPU figures much less)"
     )
 
 
