@@ -25,7 +25,7 @@ from core.services.webhooks import create_endpoint
 from handoffs_app.api import WaitingKeyAuth
 from handoffs_app.models import Handoff
 from handoffs_app.services.handoffs import request_handoff
-from retention_app.models import LegalHold, RetentionPolicy, RetentionRun
+from retention_app.models import ErasureRequest, LegalHold, RetentionPolicy, RetentionRun
 from retention_app.services.holds import place_hold
 from retention_app.services.policies import save_policy
 from sessions_app.models import Event, Session
@@ -95,6 +95,11 @@ REQUESTS: dict[tuple[str, str], dict | None] = {
     ("GET", "/sessions/{session_id}/artifacts"): None,
     ("GET", "/sessions/{session_id}/artifacts/{name}"): None,
     ("DELETE", "/sessions/{session_id}/artifacts/{name}"): None,
+    ("POST", "/erasures"): {"external_id": "nobody-{n}", "preview": True},
+    ("GET", "/erasures"): None,
+    ("GET", "/erasures/{erasure_id}"): None,
+    ("GET", "/erasures/{erasure_id}/receipt"): None,
+    ("POST", "/erasures/{erasure_id}/run"): None,
 }
 
 # The routes that need an admin-scoped key.
@@ -115,6 +120,11 @@ ADMIN_ROUTES = {
     ("GET", "/webhooks"),
     ("POST", "/webhooks"),
     ("DELETE", "/webhooks/{endpoint_id}"),
+    ("POST", "/erasures"),
+    ("GET", "/erasures"),
+    ("GET", "/erasures/{erasure_id}"),
+    ("GET", "/erasures/{erasure_id}/receipt"),
+    ("POST", "/erasures/{erasure_id}/run"),
 }
 
 
@@ -156,7 +166,12 @@ def _world(project: Project) -> dict[str, object]:
     handoff = request_handoff(
         make_session(project), kind="question", payload={"question": "?"}, actor=Actor.system("t")
     ).handoff
+    # An erasure that names nobody (a receipt to read; running it again changes nothing).
+    erasure = ErasureRequest.objects.create(
+        project=project, selectors={"external_id": "nobody"}, requested_by="tests"
+    )
     return {
+        "erasure_id": str(erasure.pk),
         "session_id": str(session.pk),
         "task_id": str(task.pk),
         "handoff_id": str(handoff.pk),

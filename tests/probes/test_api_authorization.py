@@ -118,6 +118,15 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/sessions/{session_id}/blobs"): {"blobs": [{"data": "cHJvYmU="}]},
     ("POST", "/sessions/{session_id}/blobs/lookup"): {"sha256": ["{sha256}"], "data": True},
     ("GET", "/sessions/{session_id}/blobs/{sha256}"): None,
+    ("PUT", "/sessions/{session_id}/artifacts/{name}"): {"probe": "{n}"},
+    ("GET", "/sessions/{session_id}/artifacts"): None,
+    ("GET", "/sessions/{session_id}/artifacts/{name}"): None,
+    ("DELETE", "/sessions/{session_id}/artifacts/{name}"): None,
+    ("POST", "/erasures"): {"external_id": "nobody-{n}", "preview": True},
+    ("GET", "/erasures"): None,
+    ("GET", "/erasures/{erasure_id}"): None,
+    ("GET", "/erasures/{erasure_id}/receipt"): None,
+    ("POST", "/erasures/{erasure_id}/run"): None,
 }
 
 # The order the controls run in: reads, then writes, the ones that end a state last.
@@ -223,6 +232,8 @@ def build_world(api: Api, admin_raw: str, tag: str) -> dict[str, str]:
         f"/sessions/{session['id']}/blobs",
         {"blobs": [{"data": base64.b64encode(secret.encode()).decode()}]},
     )
+    # An artifact named as the signal (fill() gives every {name} outside workflows that name).
+    ok("PUT", f"/sessions/{session['id']}/artifacts/review_decision", {"secret": secret})
     ok("POST", f"/sessions/{session['id']}/hold", {"reason": secret})
     spare_key = ok("POST", "/api-keys", {"name": f"spare {tag}"})
     endpoint = ok(
@@ -230,6 +241,7 @@ def build_world(api: Api, admin_raw: str, tag: str) -> dict[str, str]:
         "/webhooks",
         {"url": f"https://hooks.example.com/{tag}", "events": ["session.closed"]},
     )
+    erasure = ok("POST", "/erasures", {"external_id": f"nobody-{tag}"})
     workflow = f"flow_{tag}"
     ok(
         "POST",
@@ -257,6 +269,7 @@ def build_world(api: Api, admin_raw: str, tag: str) -> dict[str, str]:
         "key_id": str(spare_key["id"]),
         "endpoint_id": str(endpoint["id"]),
         "sha256": blobs["blobs"][0]["sha256"],
+        "erasure_id": erasure["id"],
     }
 
 
