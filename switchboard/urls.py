@@ -71,6 +71,11 @@ urlpatterns = [
         name="session_inspector",
     ),
     path("sessions/<uuid:session_id>/export.jsonl", sessions.session_export, name="session_export"),
+    path(
+        "sessions/<uuid:session_id>/artifacts/<str:name>",
+        sessions.session_artifact,
+        name="session_artifact",
+    ),
     path("sessions/<uuid:session_id>/pause/", sessions.session_pause, name="session_pause"),
     path("sessions/<uuid:session_id>/resume/", sessions.session_resume, name="session_resume"),
     path("sessions/<uuid:session_id>/close/", sessions.session_close, name="session_close"),

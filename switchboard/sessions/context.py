@@ -13,19 +13,21 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import urlencode
 
-from core.errors import StoredValueTooDeep
+from core.errors import NotFound, StoredValueTooDeep
 from core.models import Membership
 from core.pages import role_context
 from core.text import loads_stored
 from handoffs_app.models import Handoff, HandoffStatus
 from retention_app.services.holds import session_hold
-from sessions_app.models import EventKind, Session, SessionStatus, Tier
+from sessions_app.http import INLINE_IMAGE_TYPES
+from sessions_app.models import Artifact, EventKind, Session, SessionStatus, Tier
 from sessions_app.queries import (
     SessionAt,
     lifecycle_changes,
     session_at,
     slice_events,
 )
+from sessions_app.services.artifacts import list_artifacts, open_artifact
 from sessions_app.services.state import FoldedState, state_or_unreadable
 from tasks_app.queries import TaskAsOf, tasks_as_of, tasks_for_session
 
@@ -728,6 +730,7 @@ def session_page_context(
     context = session_header_context(session, membership, moment)
     context.update(facts_context(session, folded, moment))
     context.update(inspector_context(session, at, folded))
+    context.update(artifacts_context(session, at))
     context.update(
         {
             "timeline": timeline(session, upto_seq=at),
@@ -736,3 +739,54 @@ def session_page_context(
         }
     )
     return context
+
+
+# --- Artifacts ---------------------------------------------------------------------------------
+
+# Text shown inline on the page (escaped by the template), first bytes only; images are shown
+# by <img> from the download view, which sends only INLINE_IMAGE_TYPES inline.
+TEXT_PREVIEW_TYPES = frozenset(
+    {"text/plain", "text/markdown", "text/csv", "application/json", "application/x-ndjson"}
+)
+TEXT_PREVIEW_BYTES = 2048
+MAX_PREVIEWS = 10  # files opened per page view, at most
+
+
+@dataclass(frozen=True)
+class ArtifactRow:
+    name: str
+    latest: Artifact
+    versions: list[Artifact]
+    image: bool
+    text: str | None  # the start of a text file, decoded; None when not previewed
+
+
+def _text_start(artifact: Artifact) -> str | None:
+    try:
+        with open_artifact(artifact) as handle:
+            data = handle.read(TEXT_PREVIEW_BYTES)
+    except NotFound:
+        return None
+    text = data.decode("utf-8", errors="replace")
+    return text + ("…" if artifact.size > TEXT_PREVIEW_BYTES else "")
+
+
+def artifacts_context(session: Session, at: int | None) -> dict[str, Any]:
+    """The artifacts the session had at `at` (live: now), latest version of each first, with a
+    preview of the first few: images by URL, the start of text files."""
+    rows = []
+    for position, entry in enumerate(list_artifacts(session, at_seq=at)):
+        latest = entry.latest
+        previewed = position < MAX_PREVIEWS
+        rows.append(
+            ArtifactRow(
+                name=entry.name,
+                latest=latest,
+                versions=list(reversed(entry.versions)),
+                image=previewed and latest.content_type in INLINE_IMAGE_TYPES,
+                text=_text_start(latest)
+                if previewed and latest.content_type in TEXT_PREVIEW_TYPES
+                else None,
+            )
+        )
+    return {"artifacts": rows}

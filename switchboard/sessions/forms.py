@@ -239,6 +239,21 @@ class InspectorForm(forms.Form):
         return _seq_in_range(self.session, self.cleaned_data.get("at_seq"))
 
 
+class ArtifactForm(forms.Form):
+    """Which version of an artifact the download view sends, and how."""
+
+    version = forms.IntegerField(required=False, min_value=1, max_value=2**31 - 1)
+    at = forms.IntegerField(required=False, min_value=0, error_messages=SEQ_ERRORS)
+    inline = forms.BooleanField(required=False)
+
+    def __init__(self, session: Session, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.session = session
+
+    def clean_at(self) -> int | None:
+        return _seq_in_range(self.session, self.cleaned_data.get("at"))
+
+
 class ReasonForm(forms.Form):
     reason = forms.CharField(label="Reason", required=False, max_length=1000, strip=True)
 

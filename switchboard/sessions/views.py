@@ -21,6 +21,7 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect
 
 from core.actors import Actor
+from core.errors import InvalidInput
 from core.models import Role
 from core.pages import (
     base_context,
@@ -33,9 +34,10 @@ from core.pages import (
 from retention_app.services.deletion import delete_session
 from sessions_app.access import get_session_for_user
 from sessions_app.errors import Compacted
-from sessions_app.http import jsonl_export_response
+from sessions_app.http import artifact_response, jsonl_export_response
 from sessions_app.models import Session
 from sessions_app.queries import page_sessions
+from sessions_app.services.artifacts import find_artifact
 from sessions_app.services.lifecycle import close_session, pause_session, resume_session
 from sessions_app.services.sessions import fork_session
 from switchboard.sessions.context import (
@@ -49,6 +51,7 @@ from switchboard.sessions.context import (
     timeline,
 )
 from switchboard.sessions.forms import (
+    ArtifactForm,
     DeleteSessionForm,
     EventLogForm,
     ForkForm,
@@ -141,6 +144,22 @@ def session_detail(request: HttpRequest, session_id: str) -> HttpResponse:
     context["moment_problem"] = moment_problem
     template = "switchboard/session_detail.html" + ("#moment-swap" if partial else "")
     return render(request, template, context, status=status)
+
+
+@require_GET
+@login_required
+def session_artifact(request: HttpRequest, session_id: str, name: str) -> HttpResponse:
+    """A version of an artifact (`?version=`, else the latest; `?at=` as of that seq), for any
+    member: an attachment, except an image asked for `?inline=1` (the page's previews), and
+    never with a type a browser would run (sessions_app.http.artifact_response)."""
+    session, _ = get_session_for_user(request.user, session_id)
+    form = ArtifactForm(session, request.GET)
+    if not form.is_valid():
+        raise InvalidInput(" ".join(form_errors(form)))
+    artifact = find_artifact(
+        session, name, version=form.cleaned_data["version"], at_seq=form.cleaned_data["at"]
+    )
+    return artifact_response(request, artifact, inline=form.cleaned_data["inline"])
 
 
 def _moment(session: Session, request: HttpRequest) -> tuple[Moment | None, dict[str, Any], int]:

@@ -47,7 +47,7 @@ from retention_app.services.holds import place_hold
 from sessions_app.models import Event, Session, Snapshot
 from sessions_app.services.lifecycle import pause_session
 from tasks_app.models import Step, Task, TaskHistory
-from tests.factories import make_api_key, make_session, make_task, make_user
+from tests.factories import make_api_key, make_artifact, make_session, make_task, make_user
 
 NAMESPACES = ("dashboard", "tasks")
 PERSONAS = ("anonymous", "viewer", "operator", "admin", "outsider")
@@ -97,6 +97,7 @@ class World:
         values = {
             "project_id": self.team.project.pk,
             "session_id": self.session.pk,
+            "name": "matrix.txt",  # the artifact artifact_saved makes
             "task_id": self.task.pk,
             "handoff_id": self.handoff.pk if self.handoff else None,
             "member_id": self.viewer_membership.pk,
@@ -267,6 +268,17 @@ class Row:
     # Handoff actions of the lease holder: claimed first by the persona (an operator or
     # admin), or by the project's operator (for the others, who are refused anyway).
     prepare_holder: Callable[[World, Any], None] | None = None
+
+
+def artifact_saved(world: World) -> None:
+    make_artifact(world.session, "matrix.txt", b"matrix bytes")
+
+
+def downloaded(response, world: World, before: dict[str, Any]) -> None:
+    assert response.status_code == 200, response.status_code
+    assert response["Content-Disposition"] == 'attachment; filename="matrix.txt"'
+    assert drain(response) == b"matrix bytes"
+    assert snapshot() == before
 
 
 def invited(world: World) -> None:
@@ -453,6 +465,7 @@ MATRIX: dict[str, Row] = {
     "dashboard:session_events": Row("get", "viewer", page, data={"before_seq": 4}, headers=HTMX),
     "dashboard:session_inspector": Row("get", "viewer", page, data={"at_seq": 2}, headers=HTMX),
     "dashboard:session_export": Row("get", "viewer", exported),
+    "dashboard:session_artifact": Row("get", "viewer", downloaded, prepare=artifact_saved),
     "dashboard:session_pause": Row(
         "post", "operator", moved_to("paused"), data={"reason": "matrix"}
     ),

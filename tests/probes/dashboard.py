@@ -18,6 +18,7 @@ from sessions_app.services.events import EventDraft, append_events
 from sessions_app.services.lifecycle import pause_session
 from tests.factories import (
     make_api_key,
+    make_artifact,
     make_member,
     make_session,
     make_task,
@@ -52,6 +53,7 @@ LEAST_ROLE: dict[str, tuple[tuple[str, ...], str]] = {
     "dashboard:session_events": (("GET",), "viewer"),
     "dashboard:session_inspector": (("GET",), "viewer"),
     "dashboard:session_export": (("GET",), "viewer"),
+    "dashboard:session_artifact": (("GET",), "viewer"),
     "dashboard:session_pause": (("POST",), "operator"),
     "dashboard:session_resume": (("POST",), "operator"),
     "dashboard:session_close": (("POST",), "operator"),
@@ -172,6 +174,7 @@ def build_world(project, tag: str) -> dict[str, Any]:
     """A project's objects, one of each kind the dashboard's URLs name."""
     secret = f"secret-{tag}-{project.pk}"
     session = make_session(project, title=secret, metadata={"owner": tag})
+    make_artifact(session, "probe.txt", secret.encode())
     append_events(
         session,
         [
@@ -220,6 +223,7 @@ def build_world(project, tag: str) -> dict[str, Any]:
         "secret": secret,
         "project_id": project.pk,
         "session_id": session.pk,
+        "name": "probe.txt",  # an artifact of the session
         "task_id": task.pk,
         "handoff_id": handoff.pk,
         "member_id": Membership.objects.get(project=project, user=viewer).pk,
