@@ -263,7 +263,12 @@ class Drift:
                 problems.append(f"{where}: no parameters {prefix}<name>")
 
         body = body_schema(self.schema, served)
-        if operation.body is None:
+        if operation.raw_body:
+            # Bytes of any type (an artifact's file): served as a binary string, not JSON.
+            content = served.get("requestBody", {}).get("content", {})
+            if not content or "application/json" in content:
+                problems.append(f"{where}: the client sends bytes; the schema takes {content}")
+        elif operation.body is None:
             if served.get("requestBody", {}).get("required"):
                 problems.append(f"{where}: the schema requires a body; the client sends none")
         elif not body:

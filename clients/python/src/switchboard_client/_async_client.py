@@ -31,6 +31,7 @@ from ._core import (
     StoredBlobNames,
     blob_batches,
     build,
+    build_upload,
     default_headers,
     error_from,
     given,
@@ -903,6 +904,70 @@ class AsyncClient:
     async def load_value(self, session_id: str, names: Sequence[str]) -> bytes:
         """The value store_value stored under these piece names."""
         return b"".join(await self.load_blobs(session_id, names))
+
+    # --- Artifacts ---------------------------------------------------------------------------
+    # Named, versioned files of a session (reports, screenshots, generated code): each put
+    # saves the next version and an `artifact` event; a fork sees its parent's up to its fork
+    # point. A put is never sent twice (it would save two versions): a broken connection
+    # after it went out raises, and list_artifacts says whether it was saved.
+
+    async def put_artifact(
+        self,
+        session_id: str,
+        name: str,
+        data: bytes,
+        *,
+        content_type: str = "application/octet-stream",
+    ) -> m.Artifact:
+        """PUT …/artifacts/{name}: save `data` as the next version of `name`."""
+        request = build_upload(
+            ops.ARTIFACT_PUT,
+            {"session_id": session_id, "name": name},
+            data,
+            content_type=content_type,
+        )
+        result: m.Artifact = await self._call(request)
+        return result
+
+    async def get_artifact(
+        self,
+        session_id: str,
+        name: str,
+        *,
+        version: int | None = None,
+        at_seq: int | None = None,
+    ) -> bytes:
+        """The bytes of `name`'s latest version (or `version`; or as the session stood at
+        `at_seq`). NotFound when the session has no such version."""
+        request = build(
+            ops.ARTIFACT_READ,
+            {"session_id": session_id, "name": name},
+            query={"version": version, "at_seq": at_seq},
+        )
+        response = await self._send(request)
+        if response.status_code >= 400:
+            raise error_from(response)
+        return response.content
+
+    async def list_artifacts(
+        self, session_id: str, *, at_seq: int | None = None
+    ) -> list[m.ArtifactVersions]:
+        """The session's artifacts by name, each with its stored versions (at `at_seq`)."""
+        request = build(ops.ARTIFACT_LIST, {"session_id": session_id}, query={"at_seq": at_seq})
+        result: m.Artifacts = await self._call(request)
+        return result.artifacts
+
+    async def delete_artifact(
+        self, session_id: str, name: str, *, version: int | None = None
+    ) -> list[int]:
+        """Delete one version of `name` (or all of them); the versions deleted."""
+        request = build(
+            ops.ARTIFACT_DELETE,
+            {"session_id": session_id, "name": name},
+            query={"version": version},
+        )
+        result: m.DeletedArtifacts = await self._call(request)
+        return result.versions
 
 
 def _metadata_value(value: str | int | float | bool | None) -> str:

@@ -3,6 +3,7 @@ the retry policy, and reading answers and errors. No I/O here."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -98,6 +99,8 @@ class Request:
     content: bytes | None
     idempotent: bool
     timeout: float | None = None
+    # The body's media type: JSON unless the operation takes raw bytes (build_upload).
+    content_type: str = "application/json"
 
 
 def build(
@@ -146,11 +149,18 @@ def build(
     )
 
 
-JSON_CONTENT = {"Content-Type": "application/json"}
+def build_upload(
+    operation: Operation, path_params: Mapping[str, str], data: bytes, *, content_type: str
+) -> Request:
+    """A request sending `data` as the body itself (an artifact's file), of `content_type`."""
+    if not operation.raw_body:
+        raise TypeError(f"{operation.method} {operation.path} takes a JSON body, not bytes")
+    request = build(operation, path_params)
+    return dataclasses.replace(request, content=bytes(data), content_type=content_type)
 
 
 def http_headers(request: Request) -> dict[str, str] | None:
-    return JSON_CONTENT if request.content is not None else None
+    return {"Content-Type": request.content_type} if request.content is not None else None
 
 
 # --- Retries ---------------------------------------------------------------------------------

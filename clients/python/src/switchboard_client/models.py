@@ -997,6 +997,46 @@ class BlobLookup:
     not_sent: list[str]
 
 
+# --- Artifacts ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Artifact:
+    """ArtifactOut: one stored version of a named file of a session."""
+
+    name: str
+    version: int
+    seq: int  # the `artifact` event that recorded it
+    size: int
+    sha256: str
+    content_type: str
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ArtifactVersions:
+    """ArtifactVersionsOut: a name's stored versions, oldest first, and its latest."""
+
+    name: str
+    latest: Artifact
+    versions: list[Artifact]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Artifacts:
+    """ArtifactsOut."""
+
+    artifacts: list[ArtifactVersions]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeletedArtifacts:
+    """DeletedOut: the versions a deletion removed."""
+
+    name: str
+    versions: list[int]
+
+
 class BlobIn(TypedDict):
     data: str
 

@@ -34,9 +34,12 @@ class Operation:
     # the request went out): HTTP's idempotent methods, and POSTs the API makes idempotent.
     # A call can say so itself (an append, every event with a key; an open with external_id).
     idempotent: bool = False
+    # The body is bytes of any media type (an artifact's file), not a JSON object.
+    raw_body: bool = False
 
     def __post_init__(self) -> None:
-        if self.method in {"GET", "PUT", "DELETE"}:
+        # Not an upload's PUT: each saves a new version, so sending it twice saves two.
+        if self.method in {"GET", "DELETE"} or (self.method == "PUT" and not self.raw_body):
             object.__setattr__(self, "idempotent", True)
 
 
@@ -248,6 +251,28 @@ BLOBS_LOOKUP = Operation(
     idempotent=True,  # a read
 )
 BLOB_READ = Operation("GET", "/sessions/{session_id}/blobs/{sha256}", responses={200: None})
+
+ARTIFACT_PUT = Operation(
+    "PUT",
+    "/sessions/{session_id}/artifacts/{name}",
+    raw_body=True,
+    responses={201: m.Artifact},
+)
+ARTIFACT_LIST = Operation(
+    "GET", "/sessions/{session_id}/artifacts", query={"at_seq": int}, responses={200: m.Artifacts}
+)
+ARTIFACT_READ = Operation(
+    "GET",
+    "/sessions/{session_id}/artifacts/{name}",
+    query={"version": int, "at_seq": int},
+    responses={200: None, 206: None},
+)
+ARTIFACT_DELETE = Operation(
+    "DELETE",
+    "/sessions/{session_id}/artifacts/{name}",
+    query={"version": int},
+    responses={200: m.DeletedArtifacts},
+)
 
 OPERATIONS: dict[str, Operation] = {
     name: value for name, value in globals().items() if isinstance(value, Operation)
