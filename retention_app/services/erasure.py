@@ -46,6 +46,7 @@ from core.models import AuditEntry, DeliveryStatus, Project, WebhookDelivery
 from core.services.audit import record_audit
 from sessions_app.models import Session
 from sessions_app.queries import metadata_matches
+from sessions_app.services.artifacts import forget_session_files
 
 from .. import erasure_storage, storage
 from ..domain_events import RetentionChanged, SessionErased
@@ -71,10 +72,10 @@ TASK_NAME = "retention_app.erase_subject"
 BATCH_EVENTS = 20_000
 BATCH_SESSIONS = 200
 SELECTOR_TEXT_MAX = 200
-# Kinds counted from other apps' rows (artifacts' stored bytes, …): an app registers a step
-# that gets (erasure id, session ids) inside the batch's transaction, before the rows go, and
-# returns its counts per kind. Artifacts' rows themselves cascade with their session and are
-# hashed like every cascading row; this hook is for what lives outside the database.
+# Kinds counted from other apps' rows: an app registers a step that gets (erasure id, session
+# ids) inside the batch's transaction, before the rows go, and returns its counts per kind.
+# For what lives outside the database and is not a cascading row (artifacts' rows cascade and
+# are hashed like every row; their files go through forget_session_files).
 ErasureStep = Callable[[UUID, list[UUID]], dict[str, int]]
 EXTRA_STEPS: list[ErasureStep] = []
 
@@ -407,6 +408,8 @@ def erase_sessions_locked(erasure: ErasureRequest, sessions: list[Session]) -> d
     for step in EXTRA_STEPS:
         for kind, n in step(erasure.pk, ids).items():
             counts[kind] = counts.get(kind, 0) + n
+    # Their artifacts' files go once this commits (the rows cascade below, each hashed).
+    forget_session_files(ids)
     erasure_storage.open_erasure_guard(erasure.pk)
     for kinds in (
         erasure_storage.erase_events(erasure.pk, ids),

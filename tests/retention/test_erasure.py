@@ -25,13 +25,14 @@ from retention_app.services.erasure import (
     run_erasure,
 )
 from retention_app.services.holds import lift_hold, place_hold
-from sessions_app.models import Event, Session, Snapshot
+from sessions_app.models import Artifact, Event, Session, Snapshot
+from sessions_app.services.artifacts import artifact_storage
 from sessions_app.services.events import EventDraft
 from sessions_app.services.lifecycle import pause_session
 from sessions_app.services.sessions import fork_session
 from sessions_app.services.state import take_snapshot
 from tests.conftest import ApiClient
-from tests.factories import make_api_key, make_session
+from tests.factories import make_api_key, make_artifact, make_session
 from tests.retention.helpers import append, conversation
 
 pytestmark = pytest.mark.django_db
@@ -175,6 +176,20 @@ def test_erasure_removes_everything_of_the_subject_and_nothing_else(project):
         alice.pk,
         fork.pk,
     }
+
+
+def test_the_subjects_artifacts_go_rows_and_files(project, django_capture_on_commit_callbacks):
+    alice = subject_session(project, n=3)
+    artifact = make_artifact(alice, "report.txt", b"alice's report")
+    store = artifact_storage()
+    assert store.exists(artifact.storage_key)
+    assert preview_erasure(project, {"external_id": alice.external_id}).counts["artifacts"] == 1
+    with django_capture_on_commit_callbacks(execute=True):  # the files go on commit
+        erasure = erase(project, {"external_id": alice.external_id})
+    assert not Artifact.objects.filter(session_id=alice.pk).exists()
+    assert not store.exists(artifact.storage_key)
+    assert erasure.counts["artifacts"] == 1
+    assert ErasedObject.objects.filter(erasure=erasure, kind="artifact").count() == 1
 
 
 def test_the_receipt_holds_the_sha256_of_each_removed_row(project):
