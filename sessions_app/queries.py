@@ -144,9 +144,10 @@ def slice_events(
     )
 
 
-# A filtered read (kinds, tier, key_prefix) of at most this many rows tries the window of
-# positions nearest its starting end first (_window_first).
-WINDOWED_READ_MAX = 201
+# A filtered read's first window of positions holds at most this many (_window_first).
+FIRST_WINDOW_MAX = 512
+# A window where fewer than one position in this many matched: the rest is read by index.
+SPARSE = 4
 
 
 def _window_first(
@@ -160,33 +161,43 @@ def _window_first(
     newest_first: bool,
 ) -> list[Any]:
     """read(low, high, limit=...) of one segment (low < seq <= high; `last`: its last seq as
-    far as the session row knows), trying first the `2 * limit + 64` positions at the end the
-    read starts from (the newest with newest_first, else the oldest).
+    far as the session row knows), walked by windows of positions from the end the read
+    starts at (the newest with newest_first, else the oldest).
 
     Why: PostgreSQL plans a filtered read from its statistics, and for a session's key prefix
-    or kind list it often expects a few rows, so it fetches every matching row of the
-    segment through an index and sorts them to keep `limit`: an adapter's "last 50 items"
-    read all 5,000 of a 5,000-item session (the OpenAI adapter's key_prefix, ADK's kinds). In
-    the window, the read touches at most the window's rows whatever the plan; it is the answer
-    when it holds `limit` rows (every row outside the window is further from the starting
-    end), else the rest of the segment is read as before (sparse matches: the index path)."""
-    if not filtered or limit > WINDOWED_READ_MAX:
+    or kind list it often expects a few rows, so it fetches every matching row of the segment
+    through an index and sorts them to keep `limit`: an adapter's "last 50 items" read all
+    5,000 of a 5,000-item session (the OpenAI adapter's key_prefix, ADK's kinds). A window is
+    read along the primary key (by_position) and touches at most its positions whatever the
+    plan. The first is `2 * limit + 64` positions (at most FIRST_WINDOW_MAX); while the
+    matches are dense the next is sized from what is still wanted; when they are sparse (fewer
+    than one in SPARSE) the rest of the segment is read as before, where an index finds few
+    rows cheaply (a checkpoint's writes among thousands of events). Each window is the answer
+    so far because every row outside it is further from the starting end."""
+    if not filtered:
         return read(low, high, limit=limit)
-    window = 2 * limit + 64
+    rows: list[Any] = []
+    window = min(2 * limit + 64, FIRST_WINDOW_MAX)
     top = last if high is None else min(high, last)
-    if top - low <= window:
-        return read(low, high, limit=limit)
-    if newest_first:
-        cut = top - window
-        rows = read(cut, high, limit=limit, by_position=True)
-        if len(rows) < limit:
-            rows += read(low, cut, limit=limit - len(rows))
-    else:
-        cut = low + window
-        rows = read(low, cut, limit=limit, by_position=True)
-        if len(rows) < limit:
-            rows += read(cut, high, limit=limit - len(rows))
-    return rows
+    while True:
+        wanted = limit - len(rows)
+        if top - low <= window:
+            # What is left of the segment fits in the window: read it whole, by position.
+            return rows + read(low, high, limit=wanted, by_position=True)
+        if newest_first:
+            cut = top - window
+            found = read(cut, high, limit=wanted, by_position=True)
+            high = top = cut
+        else:
+            cut = low + window
+            found = read(low, cut, limit=wanted, by_position=True)
+            low = cut
+        rows += found
+        if len(found) >= wanted:
+            return rows
+        if len(found) * SPARSE < window:
+            return rows + read(low, high, limit=wanted - len(found))
+        window = (wanted - len(found)) * window // len(found) + 64
 
 
 def _inclusive(before_seq: int | None) -> int | None:

@@ -514,8 +514,10 @@ def segment_rows(
     if by_key and by_position and key_prefix is not None:
         # A short window of positions (queries._window_first): the prefix as an expression no
         # index holds, so the plan is the window's range of the primary key, never the whole
-        # session's range of the key index filtered by seq.
-        sql.append(" AND left(idempotency_key, %s) = %s")
+        # session's range of the key index filtered by seq. COALESCE is not strict, so the
+        # condition does not imply `idempotency_key IS NOT NULL`, the key index's predicate:
+        # that index cannot serve the window by its session_id alone either.
+        sql.append(" AND COALESCE(left(idempotency_key, %s), '') = %s")
         params.extend([len(key_prefix), key_prefix])
     elif by_key:
         condition, condition_params = _key_condition(keys, key_prefix)

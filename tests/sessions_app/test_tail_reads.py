@@ -89,6 +89,32 @@ def test_the_last_items_by_key_prefix_touch_a_bounded_number_of_rows(api, projec
     assert touched < 600, touched
 
 
+def test_a_page_of_a_thousand_by_key_prefix_touches_about_a_thousand_rows(api, project, analyzed):
+    """The OpenAI adapter's get_items() (the Runner's read of the whole session) pages back
+    1,000 items at a time: each page reads about its own rows, not the session's."""
+    session = make_session(project)
+    _grow(
+        session,
+        [
+            EventDraft(kind="message", content={"text": f"m{i}"}, idempotency_key=f"oai:item:{i}")
+            for i in range(HISTORY)
+        ],
+    )
+    seen: list[int] = []
+    before = None
+    while True:
+        params = {"key_prefix": "oai:", "order": "desc", "limit": 1000}
+        body, touched = _touched_by(
+            api, session, params | ({"before_seq": before} if before else {})
+        )
+        seen += [e["seq"] for e in body["events"]]
+        assert touched < 2 * 2 * 1001 + 200, touched  # rows and index entries of ~1,001 rows
+        if not body["has_more"]:
+            break
+        before = seen[-1]
+    assert seen == list(range(HISTORY, 0, -1))
+
+
 def test_the_last_events_of_some_kinds_touch_a_bounded_number_of_rows(api, project, analyzed):
     """The ADK adapter's get_session(50): each ADK event is a message beside a state event."""
     session = make_session(project)
@@ -116,9 +142,9 @@ def test_a_windowed_read_answers_as_a_naive_filter_of_the_whole_log(api, project
     rng = random.Random(5)
     kinds = ["message", "note", "state", "tool_call"]
     drafts = []
-    for i in range(700):
+    for i in range(1500):
         # Dense matches near both ends, sparse in the middle.
-        kind = rng.choice(kinds) if i < 150 or i > 550 else ("note" if i % 97 == 0 else "state")
+        kind = rng.choice(kinds) if i < 150 or i > 900 else ("note" if i % 97 == 0 else "state")
         key = f"p:{i}" if kind == "note" else (f"q:{i}" if rng.random() < 0.5 else None)
         drafts.append(EventDraft(kind=kind, content={"i": i}, idempotency_key=key))
     _grow(session, drafts)
@@ -131,8 +157,8 @@ def test_a_windowed_read_answers_as_a_naive_filter_of_the_whole_log(api, project
         ({"tier": "durable"}, lambda e: e.tier == "durable"),
     ]
     for params, keep in asks:
-        for limit in (1, 20, 100, 200):
-            for bound in ({}, {"after_seq": 120}, {"before_seq": 600}):
+        for limit in (1, 20, 100, 200, 1000):
+            for bound in ({}, {"after_seq": 120}, {"before_seq": 1200}):
                 ask = {**params, **bound, "order": order, "limit": limit}
                 body, _ = _touched_by(api, session, ask)
                 rows = [
