@@ -13,6 +13,8 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import urlencode
 
+from django.template.defaultfilters import filesizeformat
+
 from core.errors import NotFound, StoredValueTooDeep
 from core.models import Membership
 from core.pages import role_context
@@ -414,6 +416,13 @@ def _event_summary(kind: str, content: Any) -> tuple[str, str]:
         return f"state patch: {keys}" if keys else "state patch (empty)", ""
     if kind == "handoff":
         return _compact(handoff_step_text(content), 200), ""
+    if kind == "artifact":
+        name = _compact(content.get("name", "?"), 80)
+        if content.get("action") == "delete":
+            versions = ", ".join(f"v{v}" for v in content.get("versions") or [])
+            return f"deleted {name} {versions}", ""
+        size = filesizeformat(content.get("size") or 0)
+        return f"saved {name} v{content.get('version', '?')} ({size})", ""
     return "", text
 
 

@@ -50,6 +50,7 @@ def test_the_page_lists_versions_and_previews_text_and_images(team):
     assert "logo.svg" in html  # listed, with a download link …
     assert "logo.svg?version=1&amp;inline=1" not in html  # … never shown inline
     assert f'href="{download_url(session, "notes.txt", version=1)}"' in html
+    assert "saved notes.txt v2" in html  # the log's row of the save
 
 
 def test_downloads_are_attachments_and_only_safe_images_inline(team):
