@@ -1,11 +1,20 @@
 """Django admin of retention, read-only: policies, holds and runs change through the services
-(validation, audit, live updates); compactions and tombstones are records."""
+(validation, audit, live updates); compactions, tombstones and erasure receipts are records."""
 
 from django.contrib import admin
 
 from core.admin import ReadOnlyAdmin
 
-from .models import Compaction, LegalHold, RetentionPolicy, RetentionRun, SessionTombstone
+from .models import (
+    Compaction,
+    ErasedObject,
+    ErasureRequest,
+    ErasureTarget,
+    LegalHold,
+    RetentionPolicy,
+    RetentionRun,
+    SessionTombstone,
+)
 
 
 @admin.register(RetentionPolicy)
@@ -86,3 +95,27 @@ class SessionTombstoneAdmin(ReadOnlyAdmin):
     )
     list_filter = ("project", "deleted_at")
     search_fields = ("session_id", "external_id", "agent_name", "title")
+
+
+@admin.register(ErasureRequest)
+class ErasureRequestAdmin(ReadOnlyAdmin):
+    """Receipts: requested and run through services.erasure, never edited (the database
+    refuses any change to a finished one)."""
+
+    list_display = ("id", "project", "status", "requested_by", "requested_at", "finished_at")
+    list_filter = ("status", "project")
+    search_fields = ("id", "requested_by")
+
+
+@admin.register(ErasureTarget)
+class ErasureTargetAdmin(ReadOnlyAdmin):
+    list_display = ("session_id", "erasure", "project", "erased_at")
+    list_filter = ("project", "erased_at")
+    search_fields = ("session_id", "erasure__id")
+
+
+@admin.register(ErasedObject)
+class ErasedObjectAdmin(ReadOnlyAdmin):
+    list_display = ("erasure", "kind", "ref", "sha256")
+    list_filter = ("kind",)
+    search_fields = ("ref", "sha256")

@@ -63,6 +63,9 @@ READ_ONLY = {
     "retentionrun",
     "compaction",
     "sessiontombstone",
+    "erasurerequest",
+    "erasuretarget",
+    "erasedobject",
 }
 
 
@@ -153,6 +156,16 @@ def _retention_rows() -> None:
     with time_machine.travel(timezone.now() + timedelta(days=1)):
         run_job("compact_sessions", project_ids=[project.pk], trigger="t")
         run_job("enforce_retention", project_ids=[project.pk], trigger="t")
+    # An erasure's receipt: the request, its target, the hashes of what went.
+    from unittest import mock
+
+    from retention_app.services.erasure import request_erasure, run_erasure
+
+    subject = make_session(project, title="Acme subject", external_id="acme-subject")
+    append_events(subject, [EventDraft(kind="note", content={})], actor=system)
+    with mock.patch("retention_app.services.erasure.current_app.send_task"):
+        erasure = request_erasure(project, {"external_id": "acme-subject"}, actor=system)
+    run_erasure(erasure.pk)
 
 
 def models():
