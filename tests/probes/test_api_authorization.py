@@ -122,10 +122,6 @@ BODIES: dict[tuple[str, str], Any] = {
     ("GET", "/sessions/{session_id}/artifacts"): None,
     ("GET", "/sessions/{session_id}/artifacts/{name}"): None,
     ("DELETE", "/sessions/{session_id}/artifacts/{name}"): None,
-    ("PUT", "/sessions/{session_id}/artifacts/{name}"): {"probe": "{n}"},
-    ("GET", "/sessions/{session_id}/artifacts"): None,
-    ("GET", "/sessions/{session_id}/artifacts/{name}"): None,
-    ("DELETE", "/sessions/{session_id}/artifacts/{name}"): None,
     ("POST", "/erasures"): {"external_id": "nobody-{n}", "preview": True},
     ("GET", "/erasures"): None,
     ("GET", "/erasures/{erasure_id}"): None,
@@ -236,8 +232,6 @@ def build_world(api: Api, admin_raw: str, tag: str) -> dict[str, str]:
         f"/sessions/{session['id']}/blobs",
         {"blobs": [{"data": base64.b64encode(secret.encode()).decode()}]},
     )
-    # An artifact named as the signal (fill() gives every {name} outside workflows that name).
-    ok("PUT", f"/sessions/{session['id']}/artifacts/review_decision", {"secret": secret})
     # An artifact named as the signal (fill() gives every {name} outside workflows that name).
     ok("PUT", f"/sessions/{session['id']}/artifacts/review_decision", {"secret": secret})
     ok("POST", f"/sessions/{session['id']}/hold", {"reason": secret})
