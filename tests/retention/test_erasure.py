@@ -432,3 +432,32 @@ def test_the_api_refuses_agents_other_projects_and_bad_selectors(project, admin,
     assert admin.send("DELETE", "/erasures").status_code == 405
     assert ErasureRequest.objects.count() == 1
     assert Event.objects.filter(session=alice).exists()
+
+
+def test_a_run_stopped_after_a_batch_is_finished_by_the_next_and_counts_once(project):
+    sessions = [subject_session(project, n=5, external_id=f"user-42/{i}") for i in range(3)]
+    events = Event.objects.filter(session__in=sessions).count()
+    erasure = request_erasure(project, {"external_id_prefix": "user-42/"}, actor=SYSTEM)
+    erasure = run_erasure(erasure.pk, batch_events=1, max_batches=1)  # one session a batch
+    assert erasure.status == ErasureStatus.RUNNING
+    assert Session.objects.filter(pk__in=[s.pk for s in sessions]).count() == 2
+    erasure = run_erasure(erasure.pk, batch_events=1)
+    assert erasure.status == ErasureStatus.DONE
+    assert erasure.counts["sessions"] == 3 and erasure.counts["events"] == events
+    assert run_erasure(erasure.pk).counts == erasure.counts  # done: nothing more
+
+
+def test_after_a_hold_is_lifted_the_api_runs_it_again(project, admin, _no_broker):
+    alice = subject_session(project, n=3)
+    erasure = request_erasure(project, {"external_id": alice.external_id}, actor=SYSTEM)
+    hold, _ = place_hold(project, session=alice, reason="litigation", actor=SYSTEM)
+    assert run_erasure(erasure.pk).status == ErasureStatus.HELD
+    held = admin.get(f"/erasures/{erasure.pk}").json()
+    assert held["status"] == "held" and [h["id"] for h in held["holds"]] == [hold.pk]
+    lift_hold(hold, actor=SYSTEM)
+    _no_broker.reset_mock()
+    response = admin.post(f"/erasures/{erasure.pk}/run")
+    assert response.status_code == 202
+    assert response.json()["status"] == "running" and response.json()["holds"] == []
+    assert _no_broker.call_args.kwargs["kwargs"] == {"erasure_id": str(erasure.pk)}
+    assert run_erasure(erasure.pk).status == ErasureStatus.DONE
