@@ -222,10 +222,18 @@ def hold_summary(hold: LegalHold) -> dict[str, Any]:
 # --- Audit entries and deliveries that mention the subject ------------------------------------
 
 
+# A value shorter than this is replaced only where it is a whole text ("42" stays inside a
+# UUID or a count); a longer one wherever it occurs (an e-mail address inside a sentence).
+SUBSTRING_MIN = 6
+
+
 def _scrub(value: Any, needles: list[str]) -> Any:
     if isinstance(value, str):
+        if value in needles:
+            return PSEUDONYM
         for needle in needles:
-            value = value.replace(needle, PSEUDONYM)
+            if len(needle) >= SUBSTRING_MIN:
+                value = value.replace(needle, PSEUDONYM)
         return value
     if isinstance(value, list):
         return [_scrub(v, needles) for v in value]
@@ -240,9 +248,12 @@ def _sha(value: Any) -> str:
 
 
 def _mentions(field_name: str, needles: list[str]) -> Q:
+    """Rows whose JSON (annotated as `<field>_text`) holds a needle as _scrub replaces it: a
+    short one as a whole JSON text, a long one anywhere."""
     match = Q(pk__in=[])
     for needle in needles:
-        match |= Q(**{f"{field_name}_text__contains": needle})
+        text = needle if len(needle) >= SUBSTRING_MIN else json.dumps(needle, ensure_ascii=False)
+        match |= Q(**{f"{field_name}_text__contains": text})
     return match
 
 

@@ -461,3 +461,29 @@ def test_after_a_hold_is_lifted_the_api_runs_it_again(project, admin, _no_broker
     assert response.json()["status"] == "running" and response.json()["holds"] == []
     assert _no_broker.call_args.kwargs["kwargs"] == {"erasure_id": str(erasure.pk)}
     assert run_erasure(erasure.pk).status == ErasureStatus.DONE
+
+
+def test_a_short_value_is_replaced_only_where_it_is_the_whole_text(project):
+    alice = subject_session(project, n=3, metadata={"user": "42"})
+    exact = record_audit(
+        project,
+        actor=SYSTEM,
+        action="note",
+        target_type="project",
+        target_id=1,
+        detail={"user": "42", "about": "user 42 and 4242"},
+    )
+    unrelated = record_audit(
+        project,
+        actor=SYSTEM,
+        action="note",
+        target_type="project",
+        target_id=2,
+        detail={"id": "7a42b0", "n": 42},
+    )
+    erase(project, {"metadata": {"key": "user", "value": "42"}})
+    exact.refresh_from_db()
+    unrelated.refresh_from_db()
+    assert exact.detail == {"user": "[erased]", "about": "user 42 and 4242"}
+    assert unrelated.detail == {"id": "7a42b0", "n": 42}
+    assert not Session.objects.filter(pk=alice.pk).exists()
