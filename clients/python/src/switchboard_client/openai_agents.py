@@ -64,6 +64,8 @@ CLEAR_KEY = KEY_PREFIX + "clear:"
 _APPEND_BATCH = 200
 # The most events one read asks for (the API's limit).
 _PAGE = 1000
+# The most events GET /sessions?include=events gives per session (its events_limit).
+_LISTED = 200
 # Seconds between asks while the session's last handoff is answered but not handed back.
 _HANDBACK_POLL = 0.5
 # Attempts of a conditioned rewrite before giving up (each after a fresh read).
@@ -188,6 +190,20 @@ class SwitchboardSession:
             wanted = None
         if wanted == 0:
             return []
+        if self._sid is None and session_reference(self.session_id) is None:
+            # Not looked up yet (a fresh process): the session and its last events in one
+            # request; the tail holds every event, so it has a few more than the items wanted.
+            size = _LISTED if wanted is None else min(_LISTED, wanted + 8)
+            found = await self._client().find_sessions([self.external_id], include_events=size)
+            listed = found.get(self.external_id)
+            if listed is None:
+                return []
+            self._sid = listed.id
+            try:
+                fresh = await _Tail.read(self, listed.id, wanted, first=listed)
+                return [event.content["item"] for event in fresh.items]
+            except NotFound:
+                self._sid = None  # deleted while paging back: looked up again below
         tail = await self._retrying_gone(lambda sid: _Tail.read(self, sid, wanted), create=False)
         return [] if tail is None else [event.content["item"] for event in tail.items]
 
@@ -314,7 +330,10 @@ class _Tail:
         limit: int | None,
         *,
         before_seq: int | None = None,
+        first: m.SessionListItem | None = None,
     ) -> _Tail:
+        """`first`: the session as listed with its last events (include_events), read before
+        asking the events endpoint for more."""
         client = session._client()
         found: list[m.Event] = []
         dropped: set[int] = set()
@@ -322,9 +341,14 @@ class _Tail:
         # A few events more than the items wanted: a removal or two costs no second read.
         page = _PAGE if limit is None else min(_PAGE, limit + 8)
         while True:
-            chunk = await client.events(
-                sid, key_prefix=KEY_PREFIX, order="desc", limit=page, before_seq=before_seq
-            )
+            chunk: m.EventSlice | _Listed
+            if first is not None:
+                chunk = _Listed(first.events[::-1] if first.events else [], first)
+                first = None
+            else:
+                chunk = await client.events(
+                    sid, key_prefix=KEY_PREFIX, order="desc", limit=page, before_seq=before_seq
+                )
             if head_seq is None:
                 head_seq = chunk.head_seq
             for event in chunk.events:
@@ -341,6 +365,16 @@ class _Tail:
                 return cls(found[::-1], head_seq, True)
             before_seq = chunk.events[-1].seq
             page = _PAGE
+
+
+class _Listed:
+    """A listed session's last events as a page of the events endpoint: newest first (every
+    event, not only the adapter's: the fold skips the others)."""
+
+    def __init__(self, events: list[m.Event], session: m.SessionListItem) -> None:
+        self.events = events
+        self.head_seq = session.head_seq
+        self.has_more = bool(session.events_has_more)
 
 
 def drop_event(seqs: Sequence[int], why: str) -> m.EventIn:

@@ -151,6 +151,44 @@ def test_get_items_with_a_limit_reads_only_the_tail(server_url, oa_key, namespac
     assert asked[0]["key_prefix"] == "oai:"
 
 
+def test_a_fresh_process_reads_its_items_in_one_request(server_url, oa_key, namespace):
+    """A session not looked up yet (a new process) finds the Switchboard session and its last
+    events in one GET /sessions (include=events): issue 27 §2's "opening a session from a
+    fresh process". The listed tail holds every event (an operator's note among them, a pop
+    and a clear); a read wanting more than it holds pages back through the events endpoint."""
+    sent = []
+
+    async def count(request):
+        sent.append(f"{request.method} {request.url.path}")
+
+    async def scenario():
+        options = {"event_hooks": {"request": [count]}}
+        async with AsyncClient(server_url, oa_key, httpx_options=options) as client:
+            writer = SwitchboardSession("fresh", client, namespace=namespace)
+            await writer.add_items([user(f"old{i}") for i in range(5)])
+            await writer.clear_session()
+            await writer.add_items([user(f"m{i}") for i in range(400)])
+            await writer.pop_item()
+            sid = await writer.switchboard_id()
+            await client.append(sid, [{"kind": "note", "content": {"text": "an operator's"}}])
+            results = []
+            for limit in (3, None):
+                sent.clear()
+                reader = SwitchboardSession("fresh", client, namespace=namespace)
+                results.append((await reader.get_items(limit), list(sent)))
+            sent.clear()
+            missing = SwitchboardSession("never-added", client, namespace=namespace)
+            results.append((await missing.get_items(), list(sent)))
+            return results
+
+    (last, first_read), (everything, all_read), (none, missing_read) = run(scenario())
+    assert last == [user(f"m{i}") for i in range(396, 399)]
+    assert first_read == ["GET /api/v1/sessions"]
+    assert everything == [user(f"m{i}") for i in range(399)]  # the clear ends the read
+    assert all_read[0] == "GET /api/v1/sessions" and len(all_read) == 2
+    assert none == [] and missing_read == ["GET /api/v1/sessions"]
+
+
 def test_concurrent_pops_each_take_a_different_item(server_url, oa_key, namespace):
     """Each pop is conditioned on the head it read; the losers of a race read again."""
 
