@@ -109,6 +109,15 @@ def _resolve(locked: Handoff, status: str) -> None:
     locked.save(update_fields=["status", "resolved_at", "lease_expires_at", "updated_at"])
 
 
+def _end_and_resume(
+    locked: Handoff, session: Session, status: str, *, actor: Actor, why: str, reason: str = ""
+) -> None:
+    """End the locked handoff in `status`; its session, if the request paused it, resumes."""
+    _resolve(locked, status)
+    if session.status == SessionStatus.PAUSED:
+        _move_session(session, SessionStatus.RESUMED, locked, actor=actor, why=why, reason=reason)
+
+
 def _move_session(
     session: Session, to: str, handoff: Handoff, *, actor: Actor, why: str, reason: str = ""
 ) -> None:
@@ -531,11 +540,7 @@ def ignore(handoff: Handoff, *, user: "User") -> Handoff:
         locked.answered_by = user
         locked.answered_at = now
         locked.save(update_fields=["answer", "answered_by", "answered_at", "updated_at"])
-        _resolve(locked, HandoffStatus.IGNORED)
-        if session.status == SessionStatus.PAUSED:
-            _move_session(
-                session, SessionStatus.RESUMED, locked, actor=actor, why="handoff ignored"
-            )
+        _end_and_resume(locked, session, HandoffStatus.IGNORED, actor=actor, why="handoff ignored")
         record_step(
             locked,
             "ignored",
@@ -689,16 +694,14 @@ def hand_back_locked(locked: Handoff, *, actor: Actor, reason: str = "") -> None
     session = lock_session(locked)
     if session.taken_over_by:
         set_taken_over(session, holder="", actor=actor)
-    _resolve(locked, HandoffStatus.HANDED_BACK)
-    if session.status == SessionStatus.PAUSED:
-        _move_session(
-            session,
-            SessionStatus.RESUMED,
-            locked,
-            actor=actor,
-            why="handoff handed back",
-            reason=reason,
-        )
+    _end_and_resume(
+        locked,
+        session,
+        HandoffStatus.HANDED_BACK,
+        actor=actor,
+        why="handoff handed back",
+        reason=reason,
+    )
     record_step(
         locked,
         "handed_back",
@@ -761,11 +764,9 @@ def cancel_handoff(handoff: Handoff, *, actor: Actor, reason: str = "") -> Hando
                 detail={"status": locked.status},
             )
         session = lock_session(locked)
-        _resolve(locked, HandoffStatus.CANCELLED)
-        if session.status == SessionStatus.PAUSED:
-            _move_session(
-                session, SessionStatus.RESUMED, locked, actor=actor, why="handoff cancelled"
-            )
+        _end_and_resume(
+            locked, session, HandoffStatus.CANCELLED, actor=actor, why="handoff cancelled"
+        )
         record_step(
             locked,
             "cancelled",
