@@ -13,7 +13,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from core.admin import ReadOnlyAdmin
-from sessions_app.models import Agent, Event, Session, Snapshot
+from sessions_app.models import Agent, Artifact, Event, Session, Snapshot
 
 EVENTS_SHOWN = 50
 
@@ -63,6 +63,17 @@ class SessionAdmin(ReadOnlyAdmin):
             "<th>content</th></tr></thead><tbody>{}</tbody></table>",
             rows,
         )
+
+
+@admin.register(Artifact)
+class ArtifactAdmin(ReadOnlyAdmin):
+    """Read-only: a version is saved and deleted through the API (its event, its file)."""
+
+    list_display = ("name", "version", "session", "size", "content_type", "seq", "deleted_at")
+    list_filter = ("content_type", "created_at")
+    search_fields = ("name", "sha256", "session__id")
+    list_select_related = ("session",)
+    date_hierarchy = "created_at"
 
 
 @admin.register(Snapshot)

@@ -31,7 +31,14 @@ from sessions_app.services.events import EventDraft, append_events
 from sessions_app.services.state import take_snapshot
 from tasks_app.models import TaskHistory
 from tasks_app.services.signals import deliver_signal
-from tests.factories import make_api_key, make_member, make_project, make_session, make_task
+from tests.factories import (
+    make_api_key,
+    make_artifact,
+    make_member,
+    make_project,
+    make_session,
+    make_task,
+)
 from tests.handoffs.helpers import ask
 from tests.servers import free_port
 
@@ -48,6 +55,7 @@ READ_ONLY = {
     "outboxmessage",
     "session",
     "snapshot",
+    "artifact",
     "task",
     "step",
     "tasksession",
@@ -90,6 +98,7 @@ def data(db):
         actor=Actor.system("t"),
     )
     take_snapshot(session, 1, reason="manual")
+    make_artifact(make_session(project, title="Files"), "report.txt", b"admin")
     task = make_task(project, session_ids=[str(session.pk)])
     deliver_signal(task, "reviewer_answered", actor=Actor.system("t"), payload={"ok": True})
     # Nobody listens at the endpoint's port: the redelivery fails fast, and is logged.

@@ -178,8 +178,8 @@ def test_a_moment_costs_a_few_queries_more_than_live(team, session, django_asser
     client.get(url, {"at": 100})
     # The live page's 15 (test_session_detail) and the task's steps, plus the moment's five:
     # the event at the seq, the status then, the usage after it, the budget changes after it,
-    # the tasks' history up to then.
-    with django_assert_max_num_queries(21):
+    # the tasks' history up to then; and the artifacts of then (1).
+    with django_assert_max_num_queries(22):
         response = client.get(url, {"at": 100})
     assert response.context["moment"].seq == 100
     assert len(response.context["log"].events) == 50
