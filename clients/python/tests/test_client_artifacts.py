@@ -30,6 +30,8 @@ def test_it_puts_gets_lists_and_deletes_versions(sb):
     assert listed.name == "report.bin" and listed.latest.version == 2
     assert [v.size for v in listed.versions] == [len(data), 2]
     assert sb.list_artifacts(session.id, at_seq=first.seq - 1) == []
+    logged = sb.events(session.id, kind=["artifact"]).events
+    assert [(e.seq, e.content["version"]) for e in logged] == [(first.seq, 1), (second.seq, 2)]
 
     assert sb.delete_artifact(session.id, "report.bin", version=1) == [1]
     with pytest.raises(NotFound):

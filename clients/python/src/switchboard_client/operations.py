@@ -97,7 +97,7 @@ EVENTS_SLICE = Operation(
         "after_seq": int,
         "before_seq": int,
         "limit": int,
-        "kind": list[m.EventKind | Literal["lifecycle", "handoff"]],
+        "kind": list[m.EventKind | Literal["lifecycle", "handoff", "artifact"]],
         "tier": m.Tier,
         "order": Literal["asc", "desc"],
         "key": list[str],
