@@ -389,7 +389,9 @@ class SessionListItemOut(SessionOut):
     events: list[EventOut] | None = Field(
         None,
         description="include=events: the last events_limit events of the session's log, "
-        "oldest first (a fork's include its parent's prefix)",
+        "oldest first (a fork's include its parent's prefix; the transient events of a "
+        "compacted range are gone, as in GET /sessions/{id}/events, whose `compacted` names "
+        "the ranges)",
     )
     events_has_more: bool | None = Field(
         None, description="include=events: older events than these exist"
