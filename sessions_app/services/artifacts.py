@@ -22,6 +22,7 @@ import re
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import IO, Any
 
 from django.conf import settings
@@ -318,6 +319,45 @@ def forget_session_files(session_ids: Sequence[Any]) -> None:
     )
     if keys:
         transaction.on_commit(lambda: remove_files(keys), robust=True)
+
+
+def sweep_orphan_files(*, older_than: timedelta) -> list[str]:
+    """Remove the stored files that no stored version names and that nothing wrote to for
+    `older_than`: what a server killed (kill -9, a crash) between writing an upload's file and
+    committing its row left, or a deletion whose after-commit removal failed. Returns their keys.
+
+    Walks the storage (artifacts/<project>/<session>/<key>), one session folder at a time with
+    one query each. An upload still streaming keeps writing its file, so it is never that old;
+    keep `older_than` well above the longest upload a server allows (a day by default)."""
+    store = artifact_storage()
+    cutoff = timezone.now() - older_than
+    removed: list[str] = []
+    try:
+        projects, _ = store.listdir("artifacts")
+    except FileNotFoundError:  # a folder storage where nothing was ever saved
+        return removed
+    for project in projects:
+        sessions, _ = store.listdir(f"artifacts/{project}")
+        for session in sessions:
+            folder = f"artifacts/{project}/{session}"
+            _, names = store.listdir(folder)
+            keys = [f"{folder}/{name}" for name in names]
+            named = set(
+                Artifact.objects.filter(storage_key__in=keys, deleted_at__isnull=True).values_list(
+                    "storage_key", flat=True
+                )
+            )
+            for key in keys:
+                if key in named:
+                    continue
+                try:
+                    if store.get_modified_time(key) > cutoff:
+                        continue
+                except FileNotFoundError:
+                    continue
+                store.delete(key)
+                removed.append(key)
+    return removed
 
 
 # --- Reading ----------------------------------------------------------------------------------
