@@ -200,6 +200,24 @@ def _window_first(
         window = (wanted - len(found)) * window // len(found) + 64
 
 
+def last_events(sessions: list[Session], limit: int) -> list[tuple[list[str], bool]]:
+    """Per session, its last `limit` events oldest first (the API's JSON lines, as
+    slice_events(as_json=True) makes them) and whether older ones exist: the root sessions'
+    in one statement, a fork's through its lineage (slice_events)."""
+    roots = [session.pk for session in sessions if not session.ancestry]
+    batched = storage.last_events_json(roots, limit + 1)
+    tails: list[tuple[list[str], bool]] = []
+    for session in sessions:
+        if session.ancestry:
+            page = slice_events(session, limit=limit, newest_first=True, as_json=True)
+            lines, has_more = page.lines, page.has_more
+        else:
+            newest = batched[session.pk]
+            lines, has_more = newest[:limit], len(newest) > limit
+        tails.append((lines[::-1], has_more))
+    return tails
+
+
 def _inclusive(before_seq: int | None) -> int | None:
     return None if before_seq is None else before_seq - 1
 

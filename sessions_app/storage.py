@@ -536,6 +536,25 @@ def segment_rows(
         return [dict(zip(SLICE_KEYS, row, strict=True)) for row in cursor.fetchall()]
 
 
+def last_events_json(session_ids: Sequence[UUID], limit: int) -> dict[UUID, list[str]]:
+    """The last `limit` events of each session's own log (no ancestor's: for root sessions),
+    newest first, each as the API's JSON line (_EVENT_LINE); every session in one statement,
+    one walk back along the primary key each (GET /sessions?include=events)."""
+    if not session_ids:
+        return {}
+    sql = (
+        f"SELECT s.id, e.seq, e.line FROM unnest(%s::uuid[]) AS s(id) CROSS JOIN LATERAL"
+        f" (SELECT seq, {_EVENT_LINE} AS line FROM {table(Event)} WHERE session_id = s.id"
+        " ORDER BY seq DESC LIMIT %s) e ORDER BY s.id, e.seq DESC"
+    )
+    found: dict[UUID, list[str]] = {session_id: [] for session_id in session_ids}
+    with server_bound_cursor() as cursor:
+        cursor.execute(sql, [list(session_ids), limit])
+        for session_id, _seq, line in cursor.fetchall():
+            found[session_id].append(line)
+    return found
+
+
 def escape_like(text: str) -> str:
     """`text` as a LIKE pattern matching itself (backslash is LIKE's default escape)."""
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

@@ -37,7 +37,7 @@ from sessions_app.api import (
     session_to_dict,
 )
 from sessions_app.models import Session
-from sessions_app.queries import SessionFilters, filter_sessions, page_sessions, slice_events
+from sessions_app.queries import SessionFilters, filter_sessions, last_events, page_sessions
 from sessions_app.services.state import head_states
 from switchboard.sessions.queries import pending_handoff_expression
 from tasks_app.api import LinkedTaskOut
@@ -154,12 +154,12 @@ def list_sessions(request: HttpRequest, filters: Query[SessionListQuery]) -> Htt
     # Each session's last events spliced in as the database wrote their JSON (as the events
     # endpoint sends them): no decoding and encoding of their content here.
     items = []
-    for body, session in zip(sessions, page, strict=True):
-        tail = slice_events(session, limit=filters.events_limit, newest_first=True, as_json=True)
+    tails = last_events(page, filters.events_limit)
+    for body, (lines, has_more) in zip(sessions, tails, strict=True):
         encoded = json.dumps(body, default=str, separators=(",", ":"))
         items.append(
-            f'{encoded[:-1]},"events":[{",".join(reversed(tail.lines))}],'
-            f'"events_has_more":{json.dumps(tail.has_more)}}}'
+            f'{encoded[:-1]},"events":[{",".join(lines)}],'
+            f'"events_has_more":{json.dumps(has_more)}}}'
         )
     cursor = json.dumps(next_cursor)
     return HttpResponse(

@@ -4,6 +4,8 @@ adapter's get_session: the session, the app's and the user's shared state)."""
 
 import jsonschema_rs
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from core.actors import Actor
 from sessions_app.api import MAX_EXTERNAL_ID_LOOKUPS
@@ -151,3 +153,25 @@ def test_the_document_declares_the_look_ups_and_the_included_events():
     item = OPENAPI["components"]["schemas"]["ListedSessionOut"]
     assert {"events", "events_has_more"} <= set(item["properties"])
     assert not {"events", "events_has_more"} & set(item["required"])
+
+
+def test_include_events_reads_the_roots_of_a_page_in_one_statement(api, project):
+    """A page's root sessions' events come from one statement, however many they are; each
+    fork's through its lineage."""
+    for n in range(12):
+        _notes(make_session(project, external_id=f"root-{n}"), 3)
+
+    def statements(limit: int) -> int:
+        ask = {"include": "events", "limit": limit, "events_limit": 2}
+        _page(api, ask)  # the key cached
+        with CaptureQueriesContext(connection) as captured:
+            body = _page(api, ask)
+        assert len(body["sessions"]) == limit
+        assert all(len(s["events"]) == 2 and s["events_has_more"] for s in body["sessions"])
+        return len(captured)
+
+    few, many = statements(2), statements(12)
+    assert few == many, (few, many)
+    with CaptureQueriesContext(connection) as captured:
+        _page(api, {"limit": 12})
+    assert many == len(captured) + 1
