@@ -309,3 +309,21 @@ def test_deleting_the_session_deletes_its_artifacts_rows_and_files(api, project)
     assert not Artifact.objects.filter(session_id=session.pk).exists()
     assert not keys & stored_files()
     assert Artifact.objects.get(session_id=other.pk).storage_key in stored_files()
+
+
+def test_compaction_keeps_the_artifacts_and_their_events(api, project):
+    """`artifact` events are durable: compaction (which removes transient events) keeps them,
+    and every version stays readable, at head and at its seq."""
+    from retention_app.services.compaction import compact_session
+
+    session = make_session(project)
+    note(session)
+    saved = put(api, session.pk, "kept.txt", b"kept", content_type="text/plain").json()
+    note(session)
+    close_session(session, actor=TESTER, reason="done")
+    done = compact_session(session, actor=TESTER)
+    assert done.events_removed == 2  # the notes
+    kinds = list(Event.objects.filter(session_id=session.pk).values_list("kind", flat=True))
+    assert "artifact" in kinds and "note" not in kinds
+    assert body(get(api, session.pk, "kept.txt")) == b"kept"
+    assert body(get(api, session.pk, "kept.txt", at_seq=saved["seq"])) == b"kept"
