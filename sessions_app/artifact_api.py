@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from ninja import Field, Path, Query, Router
 
 from core.actors import Actor
@@ -23,6 +23,7 @@ from .http import artifact_response
 from .models import Artifact
 from .services.artifacts import (
     delete_artifact,
+    export_artifacts,
     find_artifact,
     list_artifacts,
     save_artifact,
@@ -187,3 +188,32 @@ def remove_artifact(
     session = get_session_for_key(api_key, session_id)
     deleted = delete_artifact(session, name, version=version, actor=Actor.for_key(api_key))
     return json_response({"name": name, "versions": [a.version for a in deleted]})
+
+
+@router.get(
+    "/sessions/{session_id}/export/artifacts",
+    summary="Every stored artifact version of the session as a tar archive, streamed",
+    description="Each version's bytes at `<name>/v<version>` (a fork's include its parent's up "
+    "to the fork point), then `manifest.json` listing them (name, version, seq, session_id, "
+    "size, sha256, content_type, created_at). Audited as a session export. The log itself is "
+    "GET /sessions/{id}/export.",
+    response=responses({}, 404),
+    openapi_extra={
+        "responses": {
+            200: {
+                "description": "A tar archive (POSIX pax)",
+                "content": {
+                    "application/x-tar": {"schema": {"type": "string", "format": "binary"}}
+                },
+            }
+        }
+    },
+)
+def export_session_artifacts(request: HttpRequest, session_id: UUID) -> StreamingHttpResponse:
+    api_key = request_key(request)
+    session = get_session_for_key(api_key, session_id)
+    response = StreamingHttpResponse(
+        export_artifacts(session, actor=Actor.for_key(api_key)), content_type="application/x-tar"
+    )
+    response["Content-Disposition"] = f'attachment; filename="session-{session.pk}-artifacts.tar"'
+    return response

@@ -95,6 +95,7 @@ REQUESTS: dict[tuple[str, str], dict | None] = {
     ("GET", "/sessions/{session_id}/artifacts"): None,
     ("GET", "/sessions/{session_id}/artifacts/{name}"): None,
     ("DELETE", "/sessions/{session_id}/artifacts/{name}"): None,
+    ("GET", "/sessions/{session_id}/export/artifacts"): None,
     ("POST", "/erasures"): {"external_id": "nobody-{n}", "preview": True},
     ("GET", "/erasures"): None,
     ("GET", "/erasures/{erasure_id}"): None,

@@ -327,3 +327,38 @@ def test_compaction_keeps_the_artifacts_and_their_events(api, project):
     assert "artifact" in kinds and "note" not in kinds
     assert body(get(api, session.pk, "kept.txt")) == b"kept"
     assert body(get(api, session.pk, "kept.txt", at_seq=saved["seq"])) == b"kept"
+
+
+def test_the_export_streams_every_stored_version_with_a_manifest(api, other_api, project):
+    import io
+    import json
+    import tarfile
+
+    from core.models import AuditEntry
+
+    parent = make_session(project)
+    put(api, parent.pk, "plan.md", b"# v1", content_type="text/markdown")
+    put(api, parent.pk, "data.bin", bytes(range(256)) * 10)
+    head = api.get(f"/sessions/{parent.pk}").json()["head_seq"]
+    fork = api.post(f"/sessions/{parent.pk}/fork", {"at_seq": head}).json()["id"]
+    put(api, parent.pk, "plan.md", b"# after the fork")
+    put(api, fork, "plan.md", b"# the fork's own")
+
+    response = api.client.get(f"/api/v1/sessions/{fork}/export/artifacts", headers=api.headers)
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/x-tar"
+    with tarfile.open(fileobj=io.BytesIO(body(response)), mode="r:") as archive:
+        files = {m.name: archive.extractfile(m).read() for m in archive.getmembers()}
+    manifest = json.loads(files.pop("manifest.json"))
+    assert files == {
+        "data.bin/v1": bytes(range(256)) * 10,
+        "plan.md/v1": b"# v1",
+        "plan.md/v2": b"# the fork's own",
+    }
+    assert [(a["path"], a["sha256"]) for a in manifest["artifacts"]] == [
+        (path, hashlib.sha256(data).hexdigest()) for path, data in sorted(files.items())
+    ]
+    assert manifest["session_id"] == fork
+    exported = AuditEntry.objects.get(action="session.export", target_id=fork)
+    assert exported.detail["artifacts"] == 3
+    assert other_api.get(f"/sessions/{fork}/export/artifacts").status_code == 404

@@ -122,6 +122,7 @@ BODIES: dict[tuple[str, str], Any] = {
     ("GET", "/sessions/{session_id}/artifacts"): None,
     ("GET", "/sessions/{session_id}/artifacts/{name}"): None,
     ("DELETE", "/sessions/{session_id}/artifacts/{name}"): None,
+    ("GET", "/sessions/{session_id}/export/artifacts"): None,
     ("POST", "/erasures"): {"external_id": "nobody-{n}", "preview": True},
     ("GET", "/erasures"): None,
     ("GET", "/erasures/{erasure_id}"): None,

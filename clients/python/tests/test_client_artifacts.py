@@ -3,7 +3,9 @@ version and as of a seq), list, delete; a put is never sent twice."""
 
 import asyncio
 import hashlib
+import io
 import os
+import tarfile
 
 import pytest
 from switchboard_client import AsyncClient, NotFound
@@ -32,6 +34,9 @@ def test_it_puts_gets_lists_and_deletes_versions(sb):
     assert sb.list_artifacts(session.id, at_seq=first.seq - 1) == []
     logged = sb.events(session.id, kind=["artifact"]).events
     assert [(e.seq, e.content["version"]) for e in logged] == [(first.seq, 1), (second.seq, 2)]
+
+    with tarfile.open(fileobj=io.BytesIO(sb.export_artifacts(session.id))) as archive:
+        assert archive.getnames() == ["report.bin/v1", "report.bin/v2", "manifest.json"]
 
     assert sb.delete_artifact(session.id, "report.bin", version=1) == [1]
     with pytest.raises(NotFound):

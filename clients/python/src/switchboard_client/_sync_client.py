@@ -966,6 +966,15 @@ class Client:
         result: m.DeletedArtifacts = self._call(request)
         return result.versions
 
+    def export_artifacts(self, session_id: str) -> bytes:
+        """Every stored version as a tar archive (`<name>/v<version>`, then manifest.json),
+        read whole: for a large one, GET …/export/artifacts streamed to a file instead."""
+        request = build(ops.ARTIFACTS_EXPORT, {"session_id": session_id})
+        response = self._send(request)
+        if response.status_code >= 400:
+            raise error_from(response)
+        return response.content
+
 
 def _metadata_value(value: str | int | float | bool | None) -> str:
     """A metadata filter's value as the query spells it: JSON for true, false, null."""

@@ -267,6 +267,9 @@ ARTIFACT_READ = Operation(
     query={"version": int, "at_seq": int},
     responses={200: None, 206: None},
 )
+ARTIFACTS_EXPORT = Operation(
+    "GET", "/sessions/{session_id}/export/artifacts", responses={200: None}
+)
 ARTIFACT_DELETE = Operation(
     "DELETE",
     "/sessions/{session_id}/artifacts/{name}",
