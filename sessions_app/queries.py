@@ -202,17 +202,26 @@ def _window_first(
 
 def last_events(sessions: list[Session], limit: int) -> list[tuple[list[str], bool]]:
     """Per session, its last `limit` events oldest first (the API's JSON lines, as
-    slice_events(as_json=True) makes them) and whether older ones exist: the root sessions'
-    in one statement, a fork's through its lineage (slice_events)."""
-    roots = [session.pk for session in sessions if not session.ancestry]
-    batched = storage.last_events_json(roots, limit + 1)
+    slice_events(as_json=True) makes them) and whether older ones exist.
+
+    The root sessions never compacted are read in one statement, each walk bounded to the
+    positions after head - limit - 1: seq is gap-free there, so those positions hold the events
+    wanted and one more that says whether there are older ones. A session whose window comes
+    back short (a gap), a compacted one and a fork are read by slice_events."""
+    wanted = limit + 1
+    simple = {
+        session.pk: max(session.head_seq - wanted, 0)
+        for session in sessions
+        if not session.ancestry and not session.compacted_through_seq
+    }
+    batched = storage.last_events_json(list(simple.items()), wanted)
     tails: list[tuple[list[str], bool]] = []
     for session in sessions:
-        if session.ancestry:
+        newest = batched.get(session.pk)
+        if newest is None or len(newest) < min(wanted, session.head_seq):
             page = slice_events(session, limit=limit, newest_first=True, as_json=True)
             lines, has_more = page.lines, page.has_more
         else:
-            newest = batched[session.pk]
             lines, has_more = newest[:limit], len(newest) > limit
         tails.append((lines[::-1], has_more))
     return tails

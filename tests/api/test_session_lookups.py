@@ -175,3 +175,31 @@ def test_include_events_reads_the_roots_of_a_page_in_one_statement(api, project)
     with CaptureQueriesContext(connection) as captured:
         _page(api, {"limit": 12})
     assert many == len(captured) + 1
+
+
+def test_a_compacted_sessions_listed_events_are_the_events_endpoints(api, project):
+    """Compaction removed transient events (a gap in the seqs): the listed tail is read as
+    the events endpoint reads it, not by position."""
+    from retention_app.services.compaction import compact_session
+    from sessions_app.services.lifecycle import close_session
+
+    session = make_session(project, external_id="compacted")
+    for n in range(6):
+        append_events(
+            session,
+            [
+                EventDraft(kind="note", content={"text": f"n{n}"}),
+                EventDraft(kind="fact", content={"key": f"k{n}", "value": n}),
+            ],
+            actor=TESTER,
+        )
+    close_session(session, actor=TESTER, reason="done")
+    session.refresh_from_db()
+    assert compact_session(session, actor=TESTER).compaction is not None
+
+    (item,) = _page(api, {"external_id": "compacted", "include": "events", "events_limit": 4})[
+        "sessions"
+    ]
+    tail = api.get(f"/sessions/{session.pk}/events", {"order": "desc", "limit": 4}).json()
+    assert item["events"] == tail["events"][::-1]
+    assert item["events_has_more"] is tail["has_more"]

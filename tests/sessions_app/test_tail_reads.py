@@ -172,3 +172,23 @@ def test_a_windowed_read_answers_as_a_naive_filter_of_the_whole_log(api, project
                     rows.reverse()
                 assert [e["seq"] for e in body["events"]] == rows[:limit], ask
                 assert body["has_more"] is (len(rows) > limit), ask
+
+
+def test_the_listed_last_events_touch_a_bounded_number_of_rows(api, project, analyzed):
+    """GET /sessions?include=events (the ADK adapter's get_session): each listed session's
+    last events are one walk back along the primary key, bounded by its head."""
+    session = make_session(project, external_id="long")
+    _grow(
+        session,
+        [EventDraft(kind="note", content={"text": f"n{i}"}) for i in range(HISTORY)],
+    )
+    before = _rows_touched()
+    response = api.get(
+        "/sessions", {"external_id": "long", "include": "events", "events_limit": 108}
+    )
+    touched = _rows_touched() - before
+    assert response.status_code == 200, response.content
+    (listed,) = response.json()["sessions"]
+    assert [e["seq"] for e in listed["events"]] == list(range(HISTORY - 107, HISTORY + 1))
+    assert listed["events_has_more"] is True
+    assert touched < 600, touched
