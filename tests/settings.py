@@ -12,14 +12,21 @@ os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/switch
 os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/0")
 # Suites running side by side (SWITCHBOARD_TEST_DB) must not share cache keys or channel groups:
 # ids restart at 1 in every test database, so `project-1` would be everybody's group.
-_RUN = os.environ.get("SWITCHBOARD_TEST_DB", "test_switchboard")
-os.environ.setdefault("CACHE_KEY_PREFIX", f"switchboard-{_RUN}")
-os.environ.setdefault("CHANNEL_LAYER_PREFIX", f"switchboard-{_RUN}")
-# Artifacts' files: a folder per suite, beside the others' (children inherit it).
-os.environ.setdefault(
-    "SWITCHBOARD_ARTIFACTS_DIR",
-    os.path.join(os.path.dirname(os.path.dirname(__file__)), ".artifacts-test", _RUN),
-)
+# pytest-xdist's workers (gw0, gw1, ...) are such suites too, each with its own database.
+_SUITE = os.environ.get("SWITCHBOARD_TEST_DB", "test_switchboard")
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+_RUN = f"{_SUITE}_{_WORKER}" if _WORKER else _SUITE
+_ARTIFACTS = os.path.join(os.path.dirname(os.path.dirname(__file__)), ".artifacts-test")
+for _name, _value in (
+    ("CACHE_KEY_PREFIX", "switchboard-{}"),
+    ("CHANNEL_LAYER_PREFIX", "switchboard-{}"),
+    # Artifacts' files: a folder per suite, beside the others' (children inherit it).
+    ("SWITCHBOARD_ARTIFACTS_DIR", os.path.join(_ARTIFACTS, "{}")),
+):
+    # Unset, or as the xdist controller set it (its workers inherit its environment); a value
+    # a test gave a child process is kept.
+    if os.environ.get(_name) in (None, _value.format(_SUITE)):
+        os.environ[_name] = _value.format(_RUN)
 
 from config.settings import *  # noqa: E402, F403
 from config.settings import DATABASES  # noqa: E402
