@@ -114,7 +114,11 @@ def slice_events(
             key_prefix=key_prefix,
         )
         last = seg_upto if seg_upto is not None else session.head_seq
-        filtered = bool(kinds or tier or key_prefix)
+        # Durable events are read through their partial index, which holds only them: no
+        # window to walk first (it would read transient positions for nothing).
+        filtered = bool(kinds or tier or key_prefix) and not (
+            tier == Tier.DURABLE and key_prefix is None
+        )
         rows.extend(
             _window_first(
                 read,

@@ -195,8 +195,8 @@ def test_it_keeps_the_session_page_to_a_few_queries(team, session, django_assert
     # linked tasks (1), handoff records for the timeline (1), the active handoff (1), the
     # navigation's handoff count (1), the legal hold covering the session (1), the artifacts
     # (1; each previewed text file is a read of storage, not a query): bounded whatever the
-    # log's length. (16 before the artifacts: one more than listed here.)
-    with django_assert_max_num_queries(17):
+    # log's length.
+    with django_assert_max_num_queries(16):
         response = client.get(url)
     assert len(response.context["log"].events) == 50
 

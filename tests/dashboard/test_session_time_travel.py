@@ -176,9 +176,9 @@ def test_a_moment_costs_a_few_queries_more_than_live(team, session, django_asser
     client = team.client("viewer")
     url = reverse("dashboard:session_detail", args=[session.pk])
     client.get(url, {"at": 100})
-    # The live page's 15 (test_session_detail) and the task's steps, plus the moment's five:
-    # the event at the seq, the status then, the usage after it, the budget changes after it,
-    # the tasks' history up to then; and the artifacts of then (1).
+    # The live page's 16 (test_session_detail; its artifacts are those of then) and the task's
+    # steps, plus the moment's five: the event at the seq, the status then, the usage after
+    # it, the budget changes after it, the tasks' history up to then.
     with django_assert_max_num_queries(22):
         response = client.get(url, {"at": 100})
     assert response.context["moment"].seq == 100
