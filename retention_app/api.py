@@ -28,6 +28,10 @@ router = Router(tags=["retention"], auth=ApiKeyAuth(KeyScope.ADMIN))
 
 SECONDS = "seconds, or null for never"
 Seconds = json_int()
+ARTIFACT_AGE = (
+    "seconds: artifact versions saved longer ago are deleted (the log and the session stay); "
+    "null or left out: kept as long as their session"
+)
 
 
 class PolicyFieldsIn(InSchema):
@@ -40,14 +44,15 @@ class PolicyFieldsIn(InSchema):
     delete_after: Seconds | None = Field(None, description=SECONDS)
     outcome_compact_after: Seconds | None = Field(None, description=SECONDS)
     outcome_delete_after: Seconds | None = Field(None, description=SECONDS)
+    artifact_max_age: Seconds | None = Field(None, description=ARTIFACT_AGE)
     keep_outcomes: list[str] | None = Field(None, description="error, handoff, over_budget")
     keep_tags: list[str] | None = Field(None, description="tags in the session's metadata.tags")
 
 
 class PolicyIn(InSchema):
     """The whole policy: every field of the project's is required (null for never), as the
-    service refuses any omission (services.policies.parse_policy); `agents` name only the
-    fields they override."""
+    service refuses any omission (services.policies.parse_policy), but artifact_max_age (left
+    out: null); `agents` name only the fields they override."""
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -60,6 +65,7 @@ class PolicyIn(InSchema):
                     "delete_after": None,
                     "outcome_compact_after": 7776000,
                     "outcome_delete_after": None,
+                    "artifact_max_age": 2592000,
                     "keep_outcomes": ["error", "handoff"],
                     "keep_tags": ["legal"],
                     "agents": {},
@@ -74,6 +80,7 @@ class PolicyIn(InSchema):
     delete_after: Seconds | None = Field(..., description=SECONDS)
     outcome_compact_after: Seconds | None = Field(..., description=SECONDS)
     outcome_delete_after: Seconds | None = Field(..., description=SECONDS)
+    artifact_max_age: Seconds | None = Field(None, description=ARTIFACT_AGE)
     keep_outcomes: list[str] = Field(..., description="error, handoff, over_budget")
     keep_tags: list[str] = Field(..., description="tags in the session's metadata.tags")
     agents: dict[str, PolicyFieldsIn] = Field(
@@ -92,6 +99,7 @@ class PolicyOut(OutSchema):
     delete_after: int | None
     outcome_compact_after: int | None
     outcome_delete_after: int | None
+    artifact_max_age: int | None
     keep_outcomes: list[str]
     keep_tags: list[str]
     defaults: bool = Field(..., description="true: the deployment's defaults (none saved yet)")
@@ -118,6 +126,8 @@ class RunOut(OutSchema):
     deleted: int
     events_freed: int
     bytes_freed: int
+    artifacts_deleted: int
+    artifact_bytes_freed: int
     errors: list[dict[str, Any]]
 
 

@@ -19,6 +19,7 @@ DURATION_FIELDS = (
     "delete_after",
     "outcome_compact_after",
     "outcome_delete_after",
+    "artifact_max_age",
 )
 # The outcomes that keep a session's data longer (outcome_compact_after / outcome_delete_after).
 OUTCOMES = ("error", "handoff", "over_budget")
@@ -47,6 +48,9 @@ class RetentionPolicy(models.Model):
     keep_tags = models.JSONField(default=list, blank=True)
     outcome_compact_after = models.DurationField(null=True, blank=True)
     outcome_delete_after = models.DurationField(null=True, blank=True)
+    # Artifact versions older than this (since saved) are deleted from the sessions that keep
+    # them, held ones aside; empty: kept as long as their session (services.jobs).
+    artifact_max_age = models.DurationField(null=True, blank=True)
     # An override's own fields (names from POLICY_FIELDS); unused on a project policy.
     overrides = models.JSONField(default=list, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -145,6 +149,9 @@ class RetentionRun(models.Model):
     deleted = models.IntegerField(default=0)
     events_freed = models.BigIntegerField(default=0)
     bytes_freed = models.BigIntegerField(default=0)
+    # Artifact versions the policy's artifact_max_age deleted, and their stored bytes.
+    artifacts_deleted = models.IntegerField(default=0)
+    artifact_bytes_freed = models.BigIntegerField(default=0)
     # [{"session_id", "action", "error"}], at most RUN_ERRORS_KEPT of them.
     errors = models.JSONField(default=list, blank=True)
 

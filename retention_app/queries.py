@@ -52,6 +52,8 @@ def run_dict(run: RetentionRun) -> dict[str, Any]:
         "deleted": run.deleted,
         "events_freed": run.events_freed,
         "bytes_freed": run.bytes_freed,
+        "artifacts_deleted": run.artifacts_deleted,
+        "artifact_bytes_freed": run.artifact_bytes_freed,
         "errors": run.errors,
     }
 

@@ -28,7 +28,8 @@ from django.db.models.functions import Coalesce, Greatest, Least
 from django.db.models.lookups import Exact
 
 from core.models import Project
-from sessions_app.models import Event, EventKind, Session, SessionStatus, Tier
+from sessions_app.models import Artifact, Event, EventKind, Session, SessionStatus, Tier
+from sessions_app.services.artifacts import expirable_versions
 
 from .models import HoldScope, LegalHold
 from .services.policies import Policy, ProjectPolicies, project_policies
@@ -37,7 +38,7 @@ from .services.policies import Policy, ProjectPolicies, project_policies
 # checks the two agree).
 ACTIVE_HANDOFF_STATUSES = ("open", "claimed", "answered", "taken_over")
 
-ACTIONS = ("close_idle", "close_paused", "archive", "compact", "delete")
+ACTIONS = ("close_idle", "close_paused", "archive", "compact", "delete", "expire_artifacts")
 # The column each rule ages on: candidates come oldest first by it (then by id).
 ORDER_FIELDS = {
     "close_idle": "updated_at",
@@ -45,6 +46,7 @@ ORDER_FIELDS = {
     "archive": "closed_at",
     "compact": "closed_at",
     "delete": "archived_at",
+    "expire_artifacts": "created_at",
 }
 
 
@@ -177,17 +179,22 @@ def candidates(
     """The sessions `action` applies to at `now`, by the project's policy (with overrides,
     outcome rules and legal holds). Ordered by the column the rule ages on, oldest first.
 
-    `deleted` (compact only): sessions to take as gone, for the preview of the compaction that
-    follows a deletion run (the delete rule's candidates): none of them is compacted, and a
-    fork among them no longer bounds its parent's compaction. The jobs never pass it: each
-    selects from the rows as they are."""
+    `deleted` (compact, expire_artifacts): sessions to take as gone, for the preview of what
+    follows a deletion run (the delete rule's candidates): none of them is compacted or has
+    its artifacts expired, and a fork among them no longer bounds its parent's compaction nor
+    keeps the versions it shared. The jobs never pass it: each selects from the rows as they
+    are."""
     project_id = project.pk if isinstance(project, Project) else project
     policies = policies or project_policies(project_id)
     holds = holds or standing_holds(project_id)
     base = Session.objects.filter(project_id=project_id)
     rule = Q(pk__in=[])  # nothing
     for policy, governs in _groups(policies):
-        part = _rule(action, policy, now)
+        part = (
+            _expire_rule(policy, now, deleted)
+            if action == "expire_artifacts"
+            else _rule(action, policy, now)
+        )
         if part is not None:
             rule |= governs & part
     qs = base.filter(rule)
@@ -195,9 +202,10 @@ def candidates(
         qs = qs.annotate(
             _handoff_status=Coalesce(_latest_handoff_status(), Value(""), output_field=CharField())
         ).exclude(_handoff_status__in=ACTIVE_HANDOFF_STATUSES)
-    if action in ("compact", "delete"):
+    if action in ("compact", "delete", "expire_artifacts"):
         if holds.project:
-            return base.none()
+            # Empty, but with the annotations below (the preview sums over them).
+            qs = qs.none()
         qs = qs.exclude(holds.excluded())
     if action == "compact":
         # Implied by the boundary filter below; said as the compaction index's condition
@@ -209,10 +217,42 @@ def candidates(
             _boundary=_compact_boundary(deleted),
             _after=Greatest(Coalesce(F("fork_seq"), Value(0)), F("compacted_through_seq")),
         ).filter(_boundary__gt=F("_after"))
+    if action == "expire_artifacts" and deleted is not None:
+        qs = qs.exclude(pk__in=deleted.values("pk"))
     if action == "delete":
         # A session with forks stays until they are gone (their history runs through it).
         qs = qs.exclude(Exists(Session.objects.filter(parent_id=OuterRef("pk"))))
     return qs.order_by(ORDER_FIELDS[action], "id")
+
+
+def _expire_rule(policy: Policy, now: datetime, deleted: QuerySet[Session] | None) -> Q | None:
+    """Sessions holding a version the policy's artifact_max_age expires (any status)."""
+    if policy.artifact_max_age is None:
+        return None
+    versions = expirable_versions(now - policy.artifact_max_age, gone=deleted)
+    return Q(Exists(versions.filter(session_id=OuterRef("pk"))))
+
+
+def expiring_versions(
+    sessions: QuerySet[Session],
+    policies: ProjectPolicies,
+    *,
+    now: datetime,
+    deleted: QuerySet[Session] | None = None,
+) -> QuerySet[Artifact]:
+    """The versions the expire_artifacts rule deletes from `sessions` (its candidates): each
+    session's by the max age of its agent's policy (the preview's count)."""
+    rule = Q(pk__in=[])
+    for agent_id, policy in [*policies.effective.items(), (None, policies.project)]:
+        if policy.artifact_max_age is None:
+            continue
+        if agent_id is None:
+            others = list(policies.effective)
+            governs = ~Q(session__agent_id__in=others) if others else Q()
+        else:
+            governs = Q(session__agent_id=agent_id)
+        rule |= governs & Q(created_at__lt=now - policy.artifact_max_age)
+    return expirable_versions(now, gone=deleted).filter(rule, session_id__in=sessions.values("pk"))
 
 
 def _rule(action: str, policy: Policy, now: datetime) -> Q | None:

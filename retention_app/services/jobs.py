@@ -32,6 +32,7 @@ from core.errors import DomainError
 from core.models import Project
 from sessions_app.models import Session, SessionStatus
 from sessions_app.retention import allow_event_deletion
+from sessions_app.services.artifacts import expire_versions_locked
 from sessions_app.services.lifecycle import transition_locked
 
 from .. import storage
@@ -45,7 +46,8 @@ from .policies import ProjectPolicies, project_policies
 logger = logging.getLogger(__name__)
 
 JOB_ACTIONS = {
-    RunJob.ENFORCE: ("close_idle", "close_paused", "archive", "delete"),
+    # expire_artifacts last: a session the run deletes takes its artifacts with it.
+    RunJob.ENFORCE: ("close_idle", "close_paused", "archive", "delete", "expire_artifacts"),
     RunJob.COMPACT: ("compact",),
 }
 RUN_ERRORS_KEPT = 50
@@ -61,6 +63,8 @@ class Tally:
     deleted: int = 0
     events_freed: int = 0
     bytes_freed: int = 0
+    artifacts_deleted: int = 0
+    artifact_bytes_freed: int = 0
     errors: list[dict[str, Any]] = field(default_factory=list)
 
     def add_to(self, run: RetentionRun) -> None:
@@ -72,6 +76,8 @@ class Tally:
             deleted=F("deleted") + self.deleted,
             events_freed=F("events_freed") + self.events_freed,
             bytes_freed=F("bytes_freed") + self.bytes_freed,
+            artifacts_deleted=F("artifacts_deleted") + self.artifacts_deleted,
+            artifact_bytes_freed=F("artifact_bytes_freed") + self.artifact_bytes_freed,
         )
         if self.errors:
             run.refresh_from_db(fields=["errors"])
@@ -83,8 +89,18 @@ class Skip(Exception):
     """The session no longer qualifies (changed since it was selected): nothing to do."""
 
 
-def apply_action(action: str, session: Session, *, tally: Tally, run: RetentionRun | None) -> None:
-    """Do `action` to a session whose row the caller holds locked, selected by run_batch.
+def apply_action(
+    action: str,
+    session: Session,
+    *,
+    tally: Tally,
+    run: RetentionRun | None,
+    policies: ProjectPolicies | None = None,
+    now: datetime | None = None,
+    limit: int | None = None,
+) -> None:
+    """Do `action` to a session whose row the caller holds locked, selected by run_batch
+    (`policies`, `now`, `limit`: expire_artifacts's, the run's).
 
     Legal holds are not looked up again per session: the batch selected its sessions after
     taking the project row FOR SHARE, so every hold committed before is excluded by the
@@ -119,6 +135,24 @@ def apply_action(action: str, session: Session, *, tally: Tally, run: RetentionR
         tally.deleted += 1
         tally.events_freed += count
         tally.bytes_freed += size
+    elif action == "expire_artifacts":
+        assert policies is not None and now is not None
+        policy = policies.effective.get(session.agent_id, policies.project)
+        if policy.artifact_max_age is None:
+            raise Skip
+        expired = expire_versions_locked(
+            session,
+            saved_before=now - policy.artifact_max_age,
+            actor=ACTOR,
+            limit=limit or settings.SWITCHBOARD_RETENTION_BATCH,
+        )
+        if not expired:
+            raise Skip
+        # The deletion's event is the system's record, not activity: the session's idle clock
+        # (close_idle ages on updated_at) is left where it was.
+        Session.objects.filter(pk=session.pk).update(updated_at=session.updated_at)
+        tally.artifacts_deleted += len(expired)
+        tally.artifact_bytes_freed += sum(a.size for a in expired)
     else:
         raise ValueError(action)
 
@@ -202,7 +236,15 @@ def run_batch(
         for session in rows_left:
             try:
                 with transaction.atomic():
-                    apply_action(action, session, tally=tally, run=run)
+                    apply_action(
+                        action,
+                        session,
+                        tally=tally,
+                        run=run,
+                        policies=policies,
+                        now=now,
+                        limit=limit,
+                    )
             except Skip:
                 skip.add(session.pk)
             except Exception as exc:  # one bad session must not stop the run

@@ -18,6 +18,8 @@ from ..models import DURATION_FIELDS, OUTCOMES, POLICY_FIELDS, RetentionPolicy
 # A duration beyond this is a typo, not a policy (and would overflow date arithmetic).
 MAX_SECONDS = 100 * 365 * 24 * 3600
 MAX_TAGS = 50
+# Fields a PUT may leave out (then null), added after clients that name every other field.
+OPTIONAL_FIELDS = ("artifact_max_age",)
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,8 @@ class Policy:
     delete_after: timedelta | None = None
     outcome_compact_after: timedelta | None = None
     outcome_delete_after: timedelta | None = None
+    # Artifact versions saved longer ago than this are deleted (None: kept with the session).
+    artifact_max_age: timedelta | None = None
     keep_outcomes: tuple[str, ...] = field(default_factory=tuple)
     keep_tags: tuple[str, ...] = field(default_factory=tuple)
 
@@ -186,9 +190,9 @@ def parse_policy(project: Project, data: Any) -> ParsedPolicy:
     problems: dict[str, str] = {}
     body = {k: v for k, v in data.items() if k not in ("agents", "defaults")}
     values = _parse_fields(body, problems, "")
-    missing = [n for n in POLICY_FIELDS if n not in body]
+    missing = [n for n in POLICY_FIELDS if n not in body and n not in OPTIONAL_FIELDS]
     current = project_policies(project).project
-    base = replace(current, **values)
+    base = replace(current, **{**dict.fromkeys(OPTIONAL_FIELDS), **values})
     if missing and not problems:
         # A PUT names every field: a missing one is refused rather than guessed.
         problems.update(dict.fromkeys(missing, "required (null for never)"))

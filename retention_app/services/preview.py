@@ -3,19 +3,20 @@ counts per rule from the jobs' own selection code (retention_app.selection), a s
 and the events and bytes compaction and deletion would free, estimated from head seqs and the
 events table's average row size (marked as estimates). Compaction is counted as the compact job
 finds it after the enforce job: without the sessions that deletes, and with their parents
-bounded only by the forks that remain."""
+bounded only by the forks that remain; artifacts expire (the enforce job's last rule) from the
+sessions that remain, with the versions the deleted forks shared."""
 
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import F, Sum
+from django.db.models import Count, F, Sum
 from django.db.models.functions import Coalesce
 
 from core.models import Project
 
 from .. import storage
-from ..selection import ACTIONS, candidates, standing_holds
+from ..selection import ACTIONS, candidates, expiring_versions, standing_holds
 from .policies import ProjectPolicies
 
 SAMPLE = 10
@@ -27,6 +28,9 @@ class Preview:
     samples: dict[str, list[dict[str, Any]]]
     events_freed_estimate: dict[str, int]
     bytes_freed_estimate: dict[str, int]
+    # expire_artifacts: the versions it deletes and their stored bytes (exact).
+    artifact_versions: int = 0
+    artifact_bytes: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -43,6 +47,11 @@ class Preview:
                         if action in self.events_freed_estimate
                         else {}
                     ),
+                    **(
+                        {"versions": self.artifact_versions, "artifact_bytes": self.artifact_bytes}
+                        if action == "expire_artifacts"
+                        else {}
+                    ),
                 }
                 for action in ACTIONS
             },
@@ -50,7 +59,8 @@ class Preview:
                 "Counts and samples are exact, from the jobs' own selection. events_freed is "
                 "an upper bound (every event in the range; durable ones are kept by "
                 "compaction); bytes_freed is events_freed times the events table's average "
-                "row size."
+                "row size. expire_artifacts counts the artifact versions it deletes and their "
+                "stored bytes, exactly."
             ),
         }
 
@@ -62,6 +72,7 @@ def preview(project: Project, policies: ProjectPolicies, *, now: datetime) -> Pr
     events: dict[str, int] = {}
     size: dict[str, int] = {}
     average = storage.average_event_bytes()
+    artifact_versions = artifact_bytes = 0
     # The compact job follows the enforce job (the page queues them in that order): what the
     # enforce job deletes is not compacted, and a parent whose last fork it deletes may be
     # compacted past that fork's point.
@@ -73,7 +84,7 @@ def preview(project: Project, policies: ProjectPolicies, *, now: datetime) -> Pr
             now=now,
             policies=policies,
             holds=holds,
-            deleted=deleting if action == "compact" else None,
+            deleted=deleting if action in ("compact", "expire_artifacts") else None,
         )
         counts[action] = qs.count()
         samples[action] = [
@@ -86,6 +97,12 @@ def preview(project: Project, policies: ProjectPolicies, *, now: datetime) -> Pr
             }
             for s in qs.values("pk", "title", "agent__name", "status", "head_seq")[:SAMPLE]
         ]
+        if action == "expire_artifacts":
+            versions = expiring_versions(qs, policies, now=now, deleted=deleting).aggregate(
+                n=Count("pk"), size=Coalesce(Sum("size"), 0)
+            )
+            artifact_versions, artifact_bytes = versions["n"], int(versions["size"])
+            continue
         if action == "compact":
             total = qs.aggregate(n=Sum(F("_boundary") - F("_after")))["n"] or 0
         elif action == "delete":
@@ -94,4 +111,4 @@ def preview(project: Project, policies: ProjectPolicies, *, now: datetime) -> Pr
             continue
         events[action] = int(total)
         size[action] = int(total * average)
-    return Preview(counts, samples, events, size)
+    return Preview(counts, samples, events, size, artifact_versions, artifact_bytes)

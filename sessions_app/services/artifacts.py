@@ -24,14 +24,14 @@ import tarfile
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import IO, Any
 
 from django.conf import settings
 from django.core.files import File
 from django.core.files.storage import Storage, storages
 from django.db import transaction
-from django.db.models import Max, Q, QuerySet
+from django.db.models import Exists, Max, OuterRef, Q, QuerySet
 from django.utils import timezone
 
 from core.actors import Actor
@@ -291,23 +291,67 @@ def delete_artifact(
                 "shares its bytes; delete the fork first.",
                 detail={"name": name, "fork_ids": [str(pk) for pk in forks]},
             )
-        versions = [a.version for a in found]
-        written = insert_events_locked(
-            locked,
-            [
-                EventDraft(
-                    kind=EventKind.ARTIFACT,
-                    content={"action": "delete", "name": name, "versions": versions},
-                )
-            ],
-            actor=actor,
-        )
-        now = timezone.now()
-        Artifact.objects.filter(pk__in=[a.pk for a in found]).update(
-            deleted_at=now, deleted_seq=written.events[0].seq
-        )
-        keys = [a.storage_key for a in found]
-        transaction.on_commit(lambda: remove_files(keys), robust=True)
+        _delete_versions_locked(locked, name, found, actor=actor)
+    return found
+
+
+def _delete_versions_locked(
+    locked: Session, name: str, found: list[Artifact], *, actor: Actor, system: bool = False
+) -> None:
+    """Delete these versions of `name` (the session's own, locked, shared with no fork): one
+    `artifact` event records it, the rows are marked, the files go once that commits."""
+    written = insert_events_locked(
+        locked,
+        [
+            EventDraft(
+                kind=EventKind.ARTIFACT,
+                content={"action": "delete", "name": name, "versions": [a.version for a in found]},
+            )
+        ],
+        actor=actor,
+        system=system,
+    )
+    Artifact.objects.filter(pk__in=[a.pk for a in found]).update(
+        deleted_at=timezone.now(), deleted_seq=written.events[0].seq
+    )
+    keys = [a.storage_key for a in found]
+    transaction.on_commit(lambda: remove_files(keys), robust=True)
+
+
+def expirable_versions(
+    saved_before: datetime, *, gone: QuerySet[Session] | None = None
+) -> QuerySet[Artifact]:
+    """Stored versions saved before `saved_before` that no fork sees (DELETE refuses those,
+    ArtifactSharedWithFork: they stay until the fork goes): what a retention policy's
+    artifact_max_age deletes (retention_app's selection and expire_versions_locked).
+    `gone`: forks to take as deleted already (retention's preview of a run that deletes them)."""
+    forks = Session.objects.filter(parent_id=OuterRef("session_id"), fork_seq__gte=OuterRef("seq"))
+    if gone is not None:
+        forks = forks.exclude(pk__in=gone.values("pk"))
+    return Artifact.objects.filter(deleted_at__isnull=True, created_at__lt=saved_before).exclude(
+        Exists(forks)
+    )
+
+
+def expire_versions_locked(
+    session: Session, *, saved_before: datetime, actor: Actor, limit: int
+) -> list[Artifact]:
+    """Retention's deletion of the session's own versions saved before `saved_before`, at most
+    `limit` (the oldest first; the rest at the next run), as DELETE deletes them: an `artifact`
+    event per name, rows marked, files removed once the caller's transaction commits. Whatever
+    the session's status (a system write: a closed session's log records it too); versions a
+    fork sees are kept. The caller holds the session's row locked. Returns those deleted."""
+    found = list(
+        expirable_versions(saved_before)
+        .filter(session_id=session.pk)
+        .select_for_update()
+        .order_by("created_at", "pk")[:limit]
+    )
+    by_name: dict[str, list[Artifact]] = {}
+    for artifact in sorted(found, key=lambda a: (a.name, a.version)):
+        by_name.setdefault(artifact.name, []).append(artifact)
+    for name, versions in by_name.items():
+        _delete_versions_locked(session, name, versions, actor=actor, system=True)
     return found
 
 

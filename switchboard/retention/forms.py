@@ -25,6 +25,7 @@ LABELS = {
     "delete_after": "Delete archived sessions after",
     "outcome_compact_after": "Kept longer: compact after",
     "outcome_delete_after": "Kept longer: delete after",
+    "artifact_max_age": "Delete artifact versions older than",
 }
 # The read-only page's names for the two kept-longer fields (the durations use LABELS).
 READ_LABELS = {
