@@ -555,6 +555,7 @@ SWITCHBOARD_RETENTION_DEFAULTS: dict[str, int | None] = {
     "delete_after": _retention_default("delete_after", None),
     "outcome_compact_after": _retention_default("outcome_compact_after", 90 * _DAY),
     "outcome_delete_after": _retention_default("outcome_delete_after", None),
+    "artifact_max_age": _retention_default("artifact_max_age", None),
 }
 # The compaction summariser: a dotted path to a callable (previous_summary, events) -> str.
 SWITCHBOARD_SUMMARISER = env_str(
