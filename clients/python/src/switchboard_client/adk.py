@@ -28,7 +28,8 @@ How ADK's model is kept (docs/adapters/adk.md says the same for users):
 - Stale writers are refused: a session read or written here carries its Switchboard id and head
   seq in ADK's `_storage_update_marker`, and the next append sends that head as
   `expected_head_seq`; a session written by someone else since answers 409 head_seq_mismatch,
-  raised as ADK's StaleSessionError.
+  raised as ADK's StaleSessionError. Only `artifact` events since (a tool's saves through
+  SwitchboardArtifactService, adk_artifacts.py) do not make it stale: the append goes after them.
 """
 
 from __future__ import annotations
@@ -358,17 +359,7 @@ class SwitchboardSessionService(BaseSessionService):
                     "idempotency_key": key + ":state",
                 },
             ]
-            try:
-                written = await self.client.append(switchboard_id, batch, expected_head_seq=head)
-            except Conflict as error:
-                if error.code == "head_seq_mismatch":
-                    raise StaleSessionError(
-                        "The session has been modified in storage since it was loaded. "
-                        "Please reload the session before appending more events."
-                    ) from error
-                raise
-            except NotFound as error:
-                raise SessionNotFoundError(f"Session {session.id} not found.") from error
+            written = await self._append_unless_stale(session, switchboard_id, batch, head)
             if all(e.replayed for e in written.events) and any(
                 e == event for e in session.events if e.id == event.id
             ):
@@ -380,6 +371,28 @@ class SwitchboardSessionService(BaseSessionService):
             session.last_update_time = event.timestamp
             await self._write_shared(session.app_name, session.user_id, deltas)
         return self._commit_event_to_session(session, event)
+
+    async def _append_unless_stale(
+        self, session: Session, switchboard_id: str, batch: list[m.EventIn], head: int | None
+    ) -> m.AppendResult:
+        """Append `batch` at `head`; StaleSessionError when someone else wrote since. Artifacts
+        are not part of an ADK Session: when only `artifact` events came after `head` (a tool's
+        save_artifact through SwitchboardArtifactService, between the session's last append
+        and this one), the batch goes after them."""
+        while True:
+            try:
+                return await self.client.append(switchboard_id, batch, expected_head_seq=head)
+            except Conflict as error:
+                if error.code != "head_seq_mismatch" or head is None:
+                    raise
+                newer = await self.client.events(switchboard_id, after_seq=head, limit=_PAGE)
+                if newer.has_more or not newer.events:
+                    raise _stale() from error
+                if any(event.kind != "artifact" for event in newer.events):
+                    raise _stale() from error
+                head = newer.events[-1].seq
+            except NotFound as error:
+                raise SessionNotFoundError(f"Session {session.id} not found.") from error
 
     # --- Reading events ------------------------------------------------------------------------
 
@@ -489,6 +502,16 @@ class SwitchboardSessionService(BaseSessionService):
             )
         await asyncio.gather(*writes)
 
+    async def _open_shared(self, ref: str, metadata: dict[str, Any], app_name: str) -> str:
+        """The Switchboard id of a shared-state session, opened on first use."""
+        switchboard_id = self._shared_ids.get(ref)
+        if switchboard_id is None:
+            opened = await self.client.open_session(
+                self._agent(app_name), external_id=ref, title=ref[:300], metadata=metadata
+            )
+            switchboard_id = self._shared_ids[ref] = opened.id
+        return switchboard_id
+
     async def _patch_shared(
         self, ref: str, metadata: dict[str, Any], app_name: str, delta: dict[str, Any]
     ) -> None:
@@ -496,12 +519,7 @@ class SwitchboardSessionService(BaseSessionService):
         since ADK's app: and user: writes are last-write-wins per key."""
         patch: m.EventIn = {"kind": "state", "content": {_STATE: _wrap(delta)}}
         for attempt in range(2):
-            switchboard_id = self._shared_ids.get(ref)
-            if switchboard_id is None:
-                opened = await self.client.open_session(
-                    self._agent(app_name), external_id=ref, title=ref[:300], metadata=metadata
-                )
-                switchboard_id = self._shared_ids[ref] = opened.id
+            switchboard_id = await self._open_shared(ref, metadata, app_name)
             try:
                 await self.client.append(switchboard_id, [patch])
                 return
@@ -561,6 +579,13 @@ def _merge(
     merged.update({State.APP_PREFIX + key: value for key, value in app_state.items()})
     merged.update({State.USER_PREFIX + key: value for key, value in user_state.items()})
     return merged
+
+
+def _stale() -> StaleSessionError:
+    return StaleSessionError(
+        "The session has been modified in storage since it was loaded. "
+        "Please reload the session before appending more events."
+    )
 
 
 def _marker(switchboard_id: str, head_seq: int) -> str:
