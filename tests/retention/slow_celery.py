@@ -1,7 +1,7 @@
 """The Celery app with retention's per-session work held open (tests only).
 
-`celery -A tests.retention.slow_celery worker`: after a session's compaction or deletion has
-done its writes, and before its transaction commits, the worker writes the session ids to
+`celery -A tests.retention.slow_celery worker`: after a session's compaction, deletion or
+artifact expiry has done its writes, and before its transaction commits, the worker writes the session ids to
 $RETENTION_MARKER and sleeps $RETENTION_HOLD_SECONDS: a test kills it there with SIGKILL, in
 the middle of the job.
 """
@@ -19,6 +19,7 @@ from config.celery import app  # noqa: E402
 
 _compact = jobs.compact_locked
 _delete = jobs.delete_sessions_locked  # one session's deletion goes through it too
+_expire = jobs.expire_versions_locked
 
 
 def _hold(sessions) -> None:  # type: ignore[no-untyped-def]
@@ -40,7 +41,14 @@ def _slow_delete(sessions, **kwargs):  # type: ignore[no-untyped-def]
     return result
 
 
+def _slow_expire(session, **kwargs):  # type: ignore[no-untyped-def]
+    result = _expire(session, **kwargs)
+    _hold([session])
+    return result
+
+
 jobs.compact_locked = _slow_compact  # type: ignore[assignment]
 jobs.delete_sessions_locked = _slow_delete  # type: ignore[assignment]
+jobs.expire_versions_locked = _slow_expire  # type: ignore[assignment]
 
 __all__ = ["app"]
