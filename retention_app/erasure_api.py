@@ -48,7 +48,7 @@ class ErasureIn(InSchema):
     preview: bool = Field(False, description="only count what would be erased")
 
 
-class PreviewOut(OutSchema):
+class ErasurePreviewOut(OutSchema):
     selectors: dict[str, Any]
     counts: dict[str, int] = Field(..., description="per kind: sessions, events, facts, …")
     session_ids: list[str] = Field(..., description="the first 100 sessions that would go")
@@ -85,7 +85,7 @@ def _key(request: HttpRequest) -> ApiKey:
     "about them are kept with the subject's values replaced; webhook delivery bodies that "
     "mention them are removed. Erased sessions answer 410 `erased` with the receipt's id. "
     "409 `legal_hold` (detail: `holds`) while a legal hold covers one of them.",
-    response=responses({200: PreviewOut, 202: ErasureOut}, 403, 409, body=True),
+    response=responses({200: ErasurePreviewOut, 202: ErasureOut}, 403, 409, body=True),
 )
 def create_erasure(request: HttpRequest, payload: ErasureIn) -> HttpResponse:
     api_key = _key(request)

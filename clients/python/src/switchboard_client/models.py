@@ -640,6 +640,7 @@ class RetentionPolicy:
     delete_after: int | None
     outcome_compact_after: int | None
     outcome_delete_after: int | None
+    artifact_max_age: int | None
     keep_outcomes: list[str]
     keep_tags: list[str]
     defaults: bool
@@ -672,6 +673,8 @@ class RetentionRun:
     deleted: int
     events_freed: int
     bytes_freed: int
+    artifacts_deleted: int
+    artifact_bytes_freed: int
     errors: list[JsonObject]
 
 
@@ -908,6 +911,7 @@ class PolicyFieldsIn(TypedDict, total=False):
     delete_after: int | None
     outcome_compact_after: int | None
     outcome_delete_after: int | None
+    artifact_max_age: int | None
     keep_outcomes: list[str] | None
     keep_tags: list[str] | None
 
@@ -922,6 +926,7 @@ class PolicyIn(TypedDict, total=False):
     delete_after: Required[int | None]
     outcome_compact_after: Required[int | None]
     outcome_delete_after: Required[int | None]
+    artifact_max_age: int | None  # left out: None (artifacts kept as long as their session)
     keep_outcomes: Required[list[str]]
     keep_tags: Required[list[str]]
     agents: dict[str, PolicyFieldsIn]
