@@ -28,8 +28,10 @@ How ADK's model is kept (docs/adapters/adk.md says the same for users):
 - A text part is stored as `text/plain`, an inline_data part as its bytes with its mime type,
   a file_data part (a URI, perhaps an `artifact://` reference, followed on load as ADK does) as
   JSON of type `application/vnd.adk.file-data+json`.
+  An inline_data blob of type `text/plain` is stored as `text/vnd.adk.plain-blob` (so it loads
+  back as a blob, not a text part; the session page previews only the text parts).
 - Not kept: `custom_metadata` (Switchboard's artifacts have no such field; listed versions
-  carry `{}`), and an inline_data blob of type `text/plain` loads back as a text part.
+  carry `{}`).
 """
 
 from __future__ import annotations
@@ -60,6 +62,9 @@ __all__ = ["SwitchboardArtifactService"]
 
 USER_PREFIX = "user:"
 TEXT_TYPE = "text/plain"
+# An inline_data blob of type text/plain: stored under its own type, so that it loads back as a
+# blob and a text part as a text part (Switchboard keeps no other field to tell them apart).
+PLAIN_BLOB_TYPE = "text/vnd.adk.plain-blob"
 FILE_DATA_TYPE = "application/vnd.adk.file-data+json"
 # What a Switchboard artifact name holds as it is (sessions_app.services.artifacts.NAME_PATTERN),
 # but `=`, which starts an escape here; the first character is narrower.
@@ -114,6 +119,7 @@ class SwitchboardArtifactService(BaseArtifactService):
             return None if found is None else found.id
         if session_id is None:
             raise InputValidationError("Session ID must be provided for session-scoped artifacts.")
+        session_id = session_id.strip()  # as the session service keeps it
         artifact_util.validate_path_segment(session_id, "session_id")
         located = await sessions._find(app_name, user_id, session_id)
         if located is not None or not make:
@@ -178,7 +184,8 @@ class SwitchboardArtifactService(BaseArtifactService):
     ) -> tuple[bytes, str]:
         if part.inline_data is not None:
             blob = part.inline_data
-            return blob.data or b"", blob.mime_type or "application/octet-stream"
+            mime_type = blob.mime_type or "application/octet-stream"
+            return blob.data or b"", PLAIN_BLOB_TYPE if mime_type == TEXT_TYPE else mime_type
         if part.text is not None:
             return part.text.encode(), TEXT_TYPE
         if part.file_data is not None:
@@ -300,7 +307,7 @@ class SwitchboardArtifactService(BaseArtifactService):
         if found is None:
             return []
         holder, versions = found
-        return [self._described(holder, stored, n) for n, stored in enumerate(versions)]
+        return [await self._described(holder, stored, n) for n, stored in enumerate(versions)]
 
     @override
     async def get_artifact_version(
@@ -319,14 +326,22 @@ class SwitchboardArtifactService(BaseArtifactService):
         chosen = _pick(versions, version)
         if chosen is None:
             return None
-        return self._described(holder, chosen, versions.index(chosen))
+        return await self._described(holder, chosen, versions.index(chosen))
 
-    def _described(self, holder: str, stored: m.Artifact, number: int) -> ArtifactVersion:
+    async def _described(self, holder: str, stored: m.Artifact, number: int) -> ArtifactVersion:
         uri = (
             f"{self.client.url}/api/v1/sessions/{holder}/artifacts/"
             f"{quote(stored.name, safe=':@+,=')}?version={stored.version}"
         )
-        mime_type = None if stored.content_type == FILE_DATA_TYPE else stored.content_type
+        mime_type = _mime_type(stored.content_type)
+        if stored.content_type == FILE_DATA_TYPE:
+            # A file_data part's type is the one it names (none for an artifact:// reference),
+            # read from its few stored bytes.
+            with contextlib.suppress(NotFound):
+                data = await self.client.get_artifact(holder, stored.name, version=stored.version)
+                part = _decode(data, stored.content_type)
+                if part.file_data is not None and not artifact_util.is_artifact_ref(part):
+                    mime_type = part.file_data.mime_type
         return ArtifactVersion(
             version=number,
             canonical_uri=uri,
@@ -386,4 +401,11 @@ def _decode(data: bytes, content_type: str) -> types.Part:
             pass  # a text/plain blob that is not UTF-8: its bytes as they are
     if content_type == FILE_DATA_TYPE:
         return types.Part(file_data=types.FileData.model_validate(json.loads(data)))
-    return types.Part(inline_data=types.Blob(mime_type=content_type, data=data))
+    return types.Part(inline_data=types.Blob(mime_type=_mime_type(content_type), data=data))
+
+
+def _mime_type(content_type: str) -> str | None:
+    """The mime type ADK gave a part stored as `content_type`."""
+    if content_type == FILE_DATA_TYPE:
+        return None  # the type of the file it names: _described reads it
+    return TEXT_TYPE if content_type == PLAIN_BLOB_TYPE else content_type

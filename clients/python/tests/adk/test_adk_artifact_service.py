@@ -95,6 +95,11 @@ def test_delete_removes_every_version_and_numbering_starts_again(server_url, api
         # As ADK's stores: the next save is version 0 again (Switchboard's own number is 3).
         assert await service.save_artifact(**ids, filename="a.bin", artifact=blob(b"3", "x/y")) == 0
         assert await service.load_artifact(**ids, filename="a.bin", version=0) == blob(b"3", "x/y")
+        # A session id with spaces around names the session the session service keeps it as
+        # (ADK's newer stores do the same; google-adk 2.13's in-memory one does not).
+        assert await service.load_artifact(
+            app_name="app", user_id="u", session_id=" s1\n", filename="a.bin"
+        ) == blob(b"3", "x/y")
         # Deleting what is not there is no error.
         await service.delete_artifact(**ids, filename="never.bin")
         await service.delete_artifact(app_name="app", user_id="u", session_id="nope", filename="x")
@@ -246,7 +251,14 @@ async def calls(service) -> list[Any]:
             **ids, filename="ref", artifact=types.Part(file_data=types.FileData(file_uri=ref))
         )
     )
-    for name in ("a.png", "b.txt", "user:c.json", "link", "ref", "missing"):
+    answers.append(
+        await service.save_artifact(
+            **ids,
+            filename="plain.txt",
+            artifact=types.Part.from_bytes(data=b"x", mime_type="text/plain"),
+        )
+    )
+    for name in ("a.png", "b.txt", "user:c.json", "link", "ref", "plain.txt", "missing"):
         answers.append(await service.load_artifact(**ids, filename=name))
         answers.append(await service.list_versions(**ids, filename=name))
     answers.append(await service.load_artifact(**ids, filename="a.png", version=0))
@@ -257,8 +269,9 @@ async def calls(service) -> list[Any]:
     answers.append(await service.list_artifact_keys(app_name="cmp", user_id="other"))
     described = await service.list_artifact_versions(**ids, filename="a.png")
     answers.append([(v.version, v.mime_type, v.custom_metadata) for v in described])
-    one = await service.get_artifact_version(**ids, filename="b.txt", version=0)
-    answers.append((one.version, one.mime_type))
+    for name in ("b.txt", "plain.txt", "link"):
+        one = await service.get_artifact_version(**ids, filename=name, version=0)
+        answers.append((one.version, one.mime_type))
     # A rewind's marker (an empty octet-stream blob) loads as nothing.
     answers.append(
         await service.save_artifact(
@@ -284,8 +297,8 @@ def test_it_answers_as_adks_in_memory_store_for_the_same_calls(server_url, api_k
 
     assert run(server_url, api_key, scenario, namespace="cmp:") == expected
     # What the sequence exercised, so a mistake on both sides is not agreement on nothing.
-    assert expected[4:11] == [0, 1, 0, 0, 0, 0, 0]
-    assert expected[11] == blob(b"2")
+    assert expected[4:12] == [0, 1, 0, 0, 0, 0, 0, 0]
+    assert expected[12] == blob(b"2")
 
 
 # --- A Runner whose tool saves and loads an artifact ------------------------------------------
