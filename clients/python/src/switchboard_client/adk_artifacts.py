@@ -117,9 +117,9 @@ class SwitchboardArtifactService(BaseArtifactService):
                 return await sessions._open_shared(ref, metadata, app_name)
             found = await self.client.find_session(ref)
             return None if found is None else found.id
+        session_id = _trimmed(session_id)
         if session_id is None:
             raise InputValidationError("Session ID must be provided for session-scoped artifacts.")
-        session_id = session_id.strip()  # as the session service keeps it
         artifact_util.validate_path_segment(session_id, "session_id")
         located = await sessions._find(app_name, user_id, session_id)
         if located is not None or not make:
@@ -160,6 +160,7 @@ class SwitchboardArtifactService(BaseArtifactService):
         session_id: str | None = None,
         custom_metadata: dict[str, Any] | None = None,
     ) -> int:
+        session_id = _trimmed(session_id)
         part = ensure_part(artifact)
         data, content_type = self._encode(part, app_name, user_id, session_id)
         name = stored_name(filename)
@@ -212,6 +213,7 @@ class SwitchboardArtifactService(BaseArtifactService):
         session_id: str | None = None,
         version: int | None = None,
     ) -> types.Part | None:
+        session_id = _trimmed(session_id)
         depth = artifact_util._MAX_ARTIFACT_REFERENCE_DEPTH
         while True:
             found = await self._stored(app_name, user_id, filename, session_id)
@@ -380,6 +382,12 @@ def original_name(name: str) -> str:
         lambda run: bytes.fromhex(run.group(0).replace("=", "")).decode(errors="replace"),
         name.removeprefix(_ESCAPED_FIRST),
     )
+
+
+def _trimmed(session_id: str | None) -> str | None:
+    """The session id as the session service keeps it: without spaces around (so a reference
+    to `sess0` stays in the scope of a caller that says `sess0\\n`)."""
+    return session_id.strip() if session_id else session_id
 
 
 def _pick(versions: list[m.Artifact], version: int | None) -> m.Artifact | None:

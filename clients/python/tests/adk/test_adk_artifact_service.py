@@ -401,3 +401,19 @@ def test_a_save_between_appends_leaves_the_session_fresh_another_write_does_not(
         assert len(got.events) == 2
 
     run(server_url, api_key, scenario)
+
+
+def test_a_reference_from_a_padded_session_id_stays_in_its_session(server_url, api_key):
+    async def scenario(service, client):
+        padded = {"app_name": "app", "user_id": "u", "session_id": "s1\n"}
+        await service.save_artifact(**padded, filename="src.txt", artifact=types.Part(text="hi"))
+        uri = "artifact://apps/app/users/u/sessions/s1/artifacts/src.txt/versions/0"
+        ref = types.Part(file_data=types.FileData(file_uri=uri, mime_type="text/plain"))
+        await service.save_artifact(**padded, filename="ref.txt", artifact=ref)
+        assert await service.load_artifact(**padded, filename="ref.txt") == types.Part(text="hi")
+        # Another session's file stays out of reach.
+        other = {"app_name": "app", "user_id": "u", "session_id": "s2"}
+        with pytest.raises(InputValidationError):
+            await service.save_artifact(**other, filename="ref.txt", artifact=ref)
+
+    run(server_url, api_key, scenario)
