@@ -299,3 +299,39 @@ def test_the_dashboard_form_saves_it_and_shows_it_like_the_others(team: Team):
     # Emptied: kept as long as the session.
     assert admin.post(url, {**data, "artifact_max_age": ""}).status_code == 302
     assert project_policies(team.project).project.artifact_max_age is None
+
+
+def test_the_run_history_shows_the_versions_a_run_deleted(team: Team):
+    RetentionRun.objects.create(
+        project=team.project,
+        job="enforce_retention",
+        status="succeeded",
+        artifacts_deleted=3,
+        artifact_bytes_freed=2048,
+    )
+    page = team.client("viewer").get(reverse("dashboard:retention", args=[team.project.pk]))
+    text = " ".join(page.content.decode().split())
+    assert '<span class="artifacts-deleted">3 artifact versions</span>' in text
+    assert "(2.0 KB)" in text
+
+
+def test_the_pages_preview_counts_the_versions_of_the_policy_being_edited(team: Team):
+    with time_machine.travel(at(0), tick=False):
+        session = make_session(team.project)
+    saved_at(session, 1, "report", b"r" * 1500)
+    saved_at(session, 2, "report", b"r" * 1500)
+    data = {
+        "action": "preview",
+        "agents-TOTAL_FORMS": "0",
+        "agents-INITIAL_FORMS": "0",
+        "keep_tags": "",
+        "artifact_max_age": "1",
+        "artifact_max_age_unit": "days",
+    }
+    url = reverse("dashboard:retention_policy", args=[team.project.pk])
+    page = team.client("admin").post(url, data).content.decode()
+    row = " ".join(page.split('id="preview-expire_artifacts"', 1)[1].split("</tr>", 1)[0].split())
+    assert '<td class="count">1</td>' in row
+    assert '<span class="artifact-versions">2 artifact versions</span>' in row
+    assert "2.9 KB" in row
+    assert not RetentionPolicy.objects.exists()  # a preview saves nothing
