@@ -69,6 +69,17 @@ class ErasureOut(OutSchema):
     objects: int = Field(..., description="removed objects hashed in the receipt so far")
 
 
+class RemovedObjectOut(OutSchema):
+    kind: str = Field(..., description="event, fact, snapshot, handoff, artifact, …")
+    ref: str = Field(..., description="which row or file it was")
+    sha256: str = Field(..., description="the SHA-256 of what was removed")
+
+
+class ReceiptOut(ErasureOut):
+    session_ids: list[str] = Field(..., description="every session the erasure names")
+    removed: list[RemovedObjectOut] = Field(..., description="every removed object, hashed")
+
+
 class ErasureListOut(OutSchema):
     erasures: list[ErasureOut]
 
@@ -120,7 +131,7 @@ def read_erasure(request: HttpRequest, erasure_id: str) -> HttpResponse:
     summary="Download an erasure's whole receipt (JSON, streamed)",
     description="The summary, every erased session's id, and under `removed` every removed "
     "or rewritten object's kind, reference and SHA-256 of its stored form.",
-    response=responses({200: ErasureOut}, 403, 404),
+    response=responses({200: ReceiptOut}, 403, 404),
 )
 def download_receipt(request: HttpRequest, erasure_id: str) -> StreamingHttpResponse:
     erasure = erasure_in_project(_key(request).project_id, erasure_id)

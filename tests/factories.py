@@ -10,6 +10,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from core.actors import Actor
 from core.models import ApiKey, KeyScope, Project, Role
 from core.services.projects import add_member, create_api_key, create_project
+from retention_app.models import ErasureRequest
 from sessions_app.models import Artifact, Session
 from sessions_app.services.artifacts import save_artifact
 from sessions_app.services.sessions import open_session
@@ -56,6 +57,13 @@ def make_artifact(
         length=len(data),
         content_type=content_type,
         actor=Actor.system("tests"),
+    )
+
+
+def make_erasure(project: Project) -> ErasureRequest:
+    """An erasure that names nobody: a receipt to read; running it again changes nothing."""
+    return ErasureRequest.objects.create(
+        project=project, selectors={"external_id": "nobody"}, requested_by="tests"
     )
 
 

@@ -35,7 +35,14 @@ from sessions_app.services.events import EventDraft, append_events
 from sessions_app.services.lifecycle import close_session, pause_session
 from sessions_app.services.sessions import fork_session
 from tasks_app.services.steps import update_step
-from tests.factories import make_api_key, make_artifact, make_project, make_session, make_task
+from tests.factories import (
+    make_api_key,
+    make_artifact,
+    make_erasure,
+    make_project,
+    make_session,
+    make_task,
+)
 
 TESTER = Actor.system("tests")
 EXAMPLES_PER_OPERATION = 15
@@ -258,6 +265,7 @@ def _build_world() -> None:
         blob_session_id=[str(blobs_session.pk)],
         artifact_session_id=[str(artifacts_session.pk)],
         sha256=[blob.sha256],
+        erasure_id=[str(make_erasure(project).pk) for _ in range(2)],
     )
 
 

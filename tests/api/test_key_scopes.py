@@ -25,7 +25,7 @@ from core.services.webhooks import create_endpoint
 from handoffs_app.api import WaitingKeyAuth
 from handoffs_app.models import Handoff
 from handoffs_app.services.handoffs import request_handoff
-from retention_app.models import ErasureRequest, LegalHold, RetentionPolicy, RetentionRun
+from retention_app.models import LegalHold, RetentionPolicy, RetentionRun
 from retention_app.services.holds import place_hold
 from retention_app.services.policies import save_policy
 from sessions_app.models import Event, Session
@@ -33,7 +33,7 @@ from sessions_app.services.blobs import store_blobs
 from sessions_app.services.events import EventDraft, append_events
 from tasks_app.models import Step, Task
 from tests.conftest import ApiClient
-from tests.factories import make_artifact, make_project, make_session, make_task
+from tests.factories import make_artifact, make_erasure, make_project, make_session, make_task
 from tests.retention.helpers import POLICY_BODY
 
 # (method, path) -> body (None for no body). Bodies are valid where a valid one is simple, so
@@ -167,12 +167,8 @@ def _world(project: Project) -> dict[str, object]:
     handoff = request_handoff(
         make_session(project), kind="question", payload={"question": "?"}, actor=Actor.system("t")
     ).handoff
-    # An erasure that names nobody (a receipt to read; running it again changes nothing).
-    erasure = ErasureRequest.objects.create(
-        project=project, selectors={"external_id": "nobody"}, requested_by="tests"
-    )
     return {
-        "erasure_id": str(erasure.pk),
+        "erasure_id": str(make_erasure(project).pk),
         "session_id": str(session.pk),
         "task_id": str(task.pk),
         "handoff_id": str(handoff.pk),

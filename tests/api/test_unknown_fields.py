@@ -22,7 +22,14 @@ from sessions_app.services.blobs import store_blobs
 from sessions_app.services.events import EventDraft, append_events
 from sessions_app.services.lifecycle import pause_session
 from tests.conftest import ApiClient
-from tests.factories import make_api_key, make_artifact, make_project, make_session, make_task
+from tests.factories import (
+    make_api_key,
+    make_artifact,
+    make_erasure,
+    make_project,
+    make_session,
+    make_task,
+)
 from tests.retention.helpers import POLICY_BODY as POLICY
 
 TESTER = Actor.system("tests")
@@ -35,6 +42,7 @@ FREE_OBJECTS = {"content", "metadata", "payload", "params", "inputs", "outputs",
 # filled in). Each object in it is a place to put the unknown field.
 VALID_BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("PATCH", "/project"): {"name": "renamed"},
+    ("POST", "/erasures"): {"external_id": "nobody", "preview": True},
     ("POST", "/sessions"): {"agent": "a", "metadata": {"m": 1}, "budget": {"max_tokens": 10}},
     ("POST", "/sessions/{session_id}/events"): {
         "events": [{"kind": "note", "content": {"text": "x"}}],
@@ -165,6 +173,7 @@ def _world(project: Project) -> dict[str, str]:
         "key": "review",
         "name": "review_decision",
         "sha256": blob.sha256,
+        "erasure_id": str(make_erasure(project).pk),
         # DELETE /api-keys/{key_id} and /webhooks/{endpoint_id}: a spare key, an endpoint.
         "key_id": str(make_api_key(project, name="spare")[0].pk),
         "endpoint_id": str(

@@ -95,7 +95,12 @@ def test_it_refuses_an_unknown_parameter_and_changes_nothing(db, method, path, o
 @pytest.mark.parametrize("key", ["none", "unknown"])
 def test_a_bad_key_is_refused_before_the_parameters_are_read(db, method, path, operation, key):
     client = ApiClient(None if key == "none" else "sb_live_nope_0123456789abcdef")
-    ids = {"session_id": uuid.uuid4(), "task_id": uuid.uuid4(), "handoff_id": uuid.uuid4()}
+    ids = {
+        "session_id": uuid.uuid4(),
+        "task_id": uuid.uuid4(),
+        "handoff_id": uuid.uuid4(),
+        "erasure_id": uuid.uuid4(),
+    }
     names = {"key": "review", "name": "review_decision", "sha256": "0" * 64}
     url = path.format_map({**ids, **names, "key_id": 1, "endpoint_id": 1})
     body = {} if "requestBody" in operation else None

@@ -19,6 +19,7 @@ from sessions_app.services.lifecycle import pause_session
 from tests.factories import (
     make_api_key,
     make_artifact,
+    make_erasure,
     make_member,
     make_session,
     make_task,
@@ -49,6 +50,10 @@ LEAST_ROLE: dict[str, tuple[tuple[str, ...], str]] = {
     "dashboard:retention_run": (("POST",), "admin"),
     "dashboard:retention_hold": (("POST",), "admin"),
     "dashboard:retention_lift": (("POST",), "admin"),
+    "dashboard:erasure": (("GET",), "admin"),
+    "dashboard:erasure_preview": (("POST",), "admin"),
+    "dashboard:erasure_confirm": (("POST",), "admin"),
+    "dashboard:erasure_receipt": (("GET",), "admin"),
     "dashboard:session_detail": (("GET",), "viewer"),
     "dashboard:session_events": (("GET",), "viewer"),
     "dashboard:session_inspector": (("GET",), "viewer"),
@@ -114,6 +119,9 @@ BODIES: dict[str, Any] = {
         "agents-INITIAL_FORMS": "0",
     },
     "dashboard:retention_hold": lambda w: {"target": "project", "reason": "probe"},
+    # A subject nobody matches: previewed and queued, it erases nothing.
+    "dashboard:erasure_preview": lambda w: {"external_id": "nobody-probe"},
+    "dashboard:erasure_confirm": lambda w: {"external_id": "nobody-probe", "confirm": "yes"},
     "dashboard:session_pause": lambda w: {"reason": "probe"},
     "dashboard:session_fork": lambda w: {"at_seq": 2},
     "dashboard:handoff_reassign": lambda w: {"to_user": w["operator_pk"]},
@@ -231,6 +239,7 @@ def build_world(project, tag: str) -> dict[str, Any]:
         "endpoint_id": WebhookEndpoint.objects.get(project=project).pk,
         "delivery_id": WebhookDelivery.objects.get(project=project).pk,
         "hold_id": LegalHold.objects.get(project=project).pk,
+        "erasure_id": make_erasure(project).pk,
         "invitation_id": invitation.public_id,
         "stranger": make_user().username,
     }

@@ -12,6 +12,7 @@ Controls: the same admin with the right token reaches every POST URL (not 403; r
 """
 
 import json
+import uuid
 from http.cookies import SimpleCookie
 
 import pytest
@@ -118,6 +119,7 @@ def test_probe_csrf():
                 session_id=world["session_id"],
                 task_id=world["task_id"],
                 handoff_id=world["handoff_id"],
+                erasure_id=uuid.uuid4(),  # refused before any look-up: the cookie is no key
                 key="draft",
                 name="review_decision",
                 key_id=world["key_id"],

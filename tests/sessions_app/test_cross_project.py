@@ -15,7 +15,7 @@ from core.actors import Actor
 from core.errors import NotFound, PermissionDeniedError
 from core.models import AuditEntry, Role
 from sessions_app.access import get_session_for_user
-from sessions_app.models import Blob, Event, Session, Snapshot
+from sessions_app.models import Artifact, Blob, Event, Session, Snapshot
 from sessions_app.services.events import EventDraft, append_events
 from tests.conftest import ApiClient
 from tests.factories import make_api_key, make_member, make_session, make_user
@@ -23,12 +23,18 @@ from tests.factories import make_api_key, make_member, make_session, make_user
 ABC_SHA256 = hashlib.sha256(b"ABC").hexdigest()
 
 # (method, path) -> body; in an order in which the owner's calls all succeed.
-REQUESTS: list[tuple[str, str, dict | None]] = [
+# An artifact's PUT sends the file itself (bytes), not JSON.
+REQUESTS: list[tuple[str, str, dict | bytes | None]] = [
     ("GET", "/sessions/{session_id}", None),
     ("POST", "/sessions/{session_id}/events", {"events": [{"kind": "note", "content": {}}]}),
     ("POST", "/sessions/{session_id}/blobs", {"blobs": [{"data": "QUJD"}]}),  # b"ABC"
     ("POST", "/sessions/{session_id}/blobs/lookup", {"sha256": [ABC_SHA256], "data": True}),
     ("GET", "/sessions/{session_id}/blobs/{sha256}", None),
+    ("PUT", "/sessions/{session_id}/artifacts/{name}", b"ABC"),
+    ("GET", "/sessions/{session_id}/artifacts", None),
+    ("GET", "/sessions/{session_id}/artifacts/{name}", None),
+    ("GET", "/sessions/{session_id}/export/artifacts", None),
+    ("DELETE", "/sessions/{session_id}/artifacts/{name}", None),
     ("GET", "/sessions/{session_id}/events", None),
     ("GET", "/sessions/{session_id}/state", None),
     ("POST", "/sessions/{session_id}/snapshots", {}),
@@ -73,15 +79,20 @@ def _world() -> tuple:
         Event.objects.count(),
         Snapshot.objects.count(),
         Blob.objects.count(),
+        Artifact.objects.count(),
         AuditEntry.objects.count(),
     )
 
 
 def _url(path: str, session_id) -> str:
-    return path.format(session_id=session_id, sha256=ABC_SHA256)
+    return path.format(session_id=session_id, sha256=ABC_SHA256, name="report.txt")
 
 
-def _call(client, method: str, path: str, body: dict | None):
+def _call(client, method: str, path: str, body: dict | bytes | None):
+    if isinstance(body, bytes):
+        return client.client.generic(
+            method, f"/api/v1{path}", data=body, content_type="text/plain", headers=client.headers
+        )
     if method == "GET":
         return client.get(path)
     if method == "DELETE":
