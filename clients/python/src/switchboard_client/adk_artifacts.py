@@ -30,8 +30,8 @@ How ADK's model is kept (docs/adapters/adk.md says the same for users):
   JSON of type `application/vnd.adk.file-data+json`.
   An inline_data blob of type `text/plain` is stored as `text/vnd.adk.plain-blob` (so it loads
   back as a blob, not a text part; the session page previews only the text parts).
-- Not kept: `custom_metadata` (Switchboard's artifacts have no such field; listed versions
-  carry `{}`).
+- Not kept: `custom_metadata` and an inline blob's `display_name` (Switchboard's artifacts
+  have no such fields; listed versions carry `{}`).
 """
 
 from __future__ import annotations
