@@ -60,7 +60,11 @@
       htmx.ajax("GET", inspector.getAttribute("data-follow-url") + "?at_seq=" + encodeURIComponent(head),
         {target: "#inspector", swap: "outerHTML"}).finally(function () {
         var now = document.getElementById("inspector");
-        if (now) now.removeAttribute("data-fetching");
+        if (!now) return;
+        now.removeAttribute("data-fetching");
+        // The head may have moved on while this one was fetched (a pause then a resume): follow
+        // it again, but only after a fetch that arrived (a failed one would loop).
+        if (now.getAttribute("data-seq") === head) followHead();
       });
     }
   }

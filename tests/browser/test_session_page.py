@@ -7,7 +7,7 @@ import pytest
 from playwright.sync_api import expect
 
 from core.actors import Actor
-from sessions_app.models import Session
+from sessions_app.models import EventKind, Session
 from sessions_app.services.events import EventDraft
 from sessions_app.services.lifecycle import pause_session
 from tasks_app.services.steps import update_step
@@ -174,10 +174,10 @@ def test_the_kinds_filter_has_one_checkbox_per_kind_and_filters_the_log(
     open_session(page, live_url, session)
     page.locator(".kind-picker > summary").click()
     boxes = page.locator(".kind-picker input[type=checkbox][name=kind]")
-    expect(boxes).to_have_count(10)
+    expect(boxes).to_have_count(len(EventKind.choices))
     labels = page.locator(".kind-picker label.check").all_inner_texts()
     assert [label.strip() for label in labels][:2] == ["Message", "Tool Call"]
-    assert len(labels) == len(set(labels)) == 10
+    assert len(labels) == len(set(labels)) == len(EventKind.choices)
     screenshot("walk-kinds-filter")
     page.get_by_label("State", exact=True).check()
     expect(page).to_have_url(re.compile(r"[?&]kind=state(&|$)"))
