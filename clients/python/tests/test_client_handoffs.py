@@ -85,3 +85,30 @@ def test_a_wait_with_a_timeout_returns_the_handoff_unresolved(sb):
     still = sb.wait_handoff(handoff.id, timeout=1.5, poll=1)
     assert still.status == "open" and not still.resolved
     assert 1.0 <= time.monotonic() - started < 6
+
+
+def test_a_handoff_answered_then_handed_back_still_has_its_answer(sb, project):
+    """A person who answers and hands back at once may do both before the agent's wait sees
+    "answered": the run goes on with the answer all the same (the adapters ask has_answer)."""
+    person = operator(project)
+    outcomes = {}
+    for how in ("handed back", "cancelled", "taken over and handed back"):
+        session = sb.open_session(f"answers-{how}")
+        handoff = sb.request_handoff(session.id, "question", payload=QUESTION)
+        row = Handoff.objects.get(pk=handoff.id)
+        if how == "cancelled":
+            sb.cancel_handoff(handoff.id, "solved it myself")
+        else:
+            svc.claim_handoff(row, user=person)
+            if how == "handed back":
+                svc.respond(Handoff.objects.get(pk=row.pk), user=person, text="the new one")
+            else:
+                svc.take_over(Handoff.objects.get(pk=row.pk), user=person)
+            svc.hand_back(Handoff.objects.get(pk=row.pk), user=person)
+        done = sb.wait_handoff(handoff.id, timeout=30)
+        outcomes[how] = (done.status, done.has_answer)
+    assert outcomes == {
+        "handed back": ("handed_back", True),
+        "cancelled": ("cancelled", False),
+        "taken over and handed back": ("handed_back", False),
+    }

@@ -712,7 +712,7 @@ async def ask_person(
         )
         handoff = await client.wait_handoff(handoff.id, timeout=timeout, poll=poll)
         # Ignored is an answer too: the tool's confirmation is declined.
-        if handoff.status not in ("answered", "ignored") or handoff.answer is None:
+        if not handoff.has_answer:
             raise HandoffUnanswered(handoff)
         parts.append(
             types.Part(

@@ -1291,7 +1291,7 @@ def _handoff_flow(
                 "client.wait_handoff", asked.id, timeout=waiting[0], poll=waiting[1]
             )
             # Ignored is an answer too: the graph goes on without the action.
-            if done.status not in ("answered", "ignored"):
+            if not done.has_answer:
                 raise HandoffNotAnswered(done)
             answers[interrupt.id] = to_resume(done)
         resume = answers if len(interrupts) > 1 else answers[interrupts[0].id]

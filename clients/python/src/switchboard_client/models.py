@@ -612,6 +612,13 @@ class Handoff:
         return self.status not in PENDING_HANDOFF_STATUSES
 
     @property
+    def has_answer(self) -> bool:
+        """The person answered (or dismissed) the request, so the run can go on with it:
+        answered, ignored, or handed back after an answer (a person who answers and hands back
+        at once may do both before the agent's wait sees "answered")."""
+        return self.answer is not None and self.status in ("answered", "ignored", "handed_back")
+
+    @property
     def ignored(self) -> bool:
         """The person dismissed the request (Agent Inbox's "ignore", allowed by the approval's
         `config.allow_ignore`): no verdict; go on without the action."""
