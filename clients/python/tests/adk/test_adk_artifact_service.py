@@ -417,3 +417,42 @@ def test_a_reference_from_a_padded_session_id_stays_in_its_session(server_url, a
             await service.save_artifact(**other, filename="ref.txt", artifact=ref)
 
     run(server_url, api_key, scenario)
+
+
+def save_in_turn(url: str, key: str, saves: int) -> list[int]:
+    """A process's saves of one name (run_in_processes): the versions ADK was given."""
+
+    async def main():
+        async with AsyncClient(url, key, retry=FAST) as client:
+            service = SwitchboardArtifactService(client, namespace="race:")
+            ids = {"app_name": "app", "user_id": "u", "session_id": "s1", "filename": "log.txt"}
+            return [
+                await service.save_artifact(**ids, artifact=types.Part(text=str(n)))
+                for n in range(saves)
+            ]
+
+    return asyncio.run(main())
+
+
+def test_processes_saving_one_name_at_once_each_get_their_own_version(server_url, api_key):
+    from tests.multiproc import run_in_processes
+
+    # Made first, so the processes race on saves, not on opening the session.
+    run(
+        server_url,
+        api_key,
+        lambda service, client: service.save_artifact(
+            app_name="app",
+            user_id="u",
+            session_id="s1",
+            filename="log.txt",
+            artifact=types.Part(text="first"),
+        ),
+        namespace="race:",
+    )
+    given = run_in_processes(save_in_turn, [(server_url, api_key, 4)] * 3)
+    versions = sorted(v for per_process in given for v in per_process)
+    # Each save's number is its place among the stored versions: never two alike, no gaps.
+    assert versions == list(range(1, 13))
+    for per_process in given:
+        assert per_process == sorted(per_process)
