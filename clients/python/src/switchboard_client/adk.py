@@ -712,12 +712,13 @@ async def ask_person(
         )
         handoff = await client.wait_handoff(handoff.id, timeout=timeout, poll=poll)
         # Ignored is an answer too: the tool's confirmation is declined.
-        if not handoff.has_answer:
+        answer = handoff.answer
+        if answer is None or not handoff.has_answer:
             raise HandoffUnanswered(handoff)
         parts.append(
             types.Part(
                 function_response=types.FunctionResponse(
-                    id=call.id, name=call.name, response=_response_for(call, handoff.answer)
+                    id=call.id, name=call.name, response=_response_for(call, answer)
                 )
             )
         )
