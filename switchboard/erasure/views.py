@@ -23,7 +23,30 @@ from switchboard.erasure.forms import SubjectForm
 TEMPLATE = "switchboard/erasure.html"
 
 
+# The preview's counts by kind, in words (a kind not listed shows as it is named).
+KIND_LABELS = {
+    "sessions": "Sessions",
+    "events": "Events",
+    "facts": "Facts",
+    "artifacts": "Artifact versions",
+    "blobs": "Blobs",
+    "compactions": "Compactions",
+    "handoffs": "Handoffs",
+    "handoffviewers": "Handoff viewers",
+    "legalholds": "Legal holds on them",
+    "snapshots": "Snapshots",
+    "tasksessions": "Links to tasks",
+    "audit_entries": "Audit entries (kept, pseudonymised)",
+    "webhook_deliveries": "Webhook deliveries (bodies removed)",
+}
+
+
 def _page(request: HttpRequest, membership: Membership, **extra: Any) -> dict[str, Any]:
+    preview = extra.get("preview")
+    if preview:
+        extra["preview_rows"] = [
+            (KIND_LABELS.get(kind, kind), n) for kind, n in preview["counts"].items()
+        ]
     return {
         **base_context(request, membership, "retention"),
         "form": extra.pop("form", None) or SubjectForm(),

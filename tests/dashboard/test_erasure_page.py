@@ -43,7 +43,7 @@ def test_the_preview_shows_the_counts_and_a_confirm_form_and_erases_nothing(team
     assert response.status_code == 200
     html = response.content.decode()
     assert 'id="erasure-preview"' in html and 'id="confirm-form"' in html
-    assert "<td>events</td><td>2</td>" in html.replace("\n", "")
+    assert "<td>Events</td><td>2</td>" in html.replace("\n", "")
     assert str(session.pk) in html
     assert not ErasureRequest.objects.exists()
     assert Event.objects.filter(session=session).count() == 2
