@@ -65,22 +65,7 @@ def main() -> None:
         ingest_child(args)
         return
 
-    os.environ.update(
-        {
-            "DATABASE_URL": common.pg_url(args.db),
-            "DJANGO_SETTINGS_MODULE": "config.settings",
-            "DEBUG": "false",
-            "SECRET_KEY": "bench-only-secret-key-not-for-production-0123456789",
-            "LOG_LEVEL": "WARNING",
-        }
-    )
-    os.environ.pop("REDIS_URL", None)
-    log("migrate")
-    common.scratch_database(args.db)
-    sys.path.insert(0, str(ROOT))
-    import django
-
-    django.setup()
+    common.django_on_scratch_database(args.db)
     from django.db import connection
     from django.utils import timezone
 
