@@ -99,7 +99,10 @@ def test_polls_spelled_oddly_hold_no_server_thread(transactional_db, project):
         answered, held = asyncio.run(polls())
         after = server.num_threads()
     print(f"\nserver threads: before {before}, 10 s into {POLLS} polls {held}, after {after}")
+    # Each asked to wait 30 s: all answered within 10 s, so none waited on a server thread
+    # (with the endpoint's lax integer back, they all did). The thread counts are printed, not
+    # bounded: answering 100 requests at once grows the server's pool of request threads, and
+    # on a loaded machine by more (12 -> 81 seen), without any request being held.
     assert len(answered) == POLLS, (f"{POLLS - len(answered)} polls still waiting", before, held)
     for response in answered:
         refused_in_the_one_shape(response)
-    assert after - before <= 8, (before, after)

@@ -93,6 +93,7 @@ def test_the_sync_client_is_generated_from_the_async_one():
 # The framework adapters (optional extras) and the one framework each may import besides.
 ADAPTERS = {
     "adk.py": {"google"},
+    "adk_artifacts.py": {"google"},
     "langgraph.py": {"langgraph", "langchain_core"},
     "openai_agents.py": {"agents", "openai"},
 }
