@@ -112,6 +112,27 @@
     });
   });
 
+  // A live push that swaps a panel moves its preserved fields (hx-preserve) into the new
+  // panel, and a moved field loses focus: the person who was typing in it (a reject reason
+  // opened with "r" as the claim's own push arrived) keeps it, caret included. Only for pushes
+  // (the socket's messages), never after the person's own requests.
+  var typingIn = null;
+  document.addEventListener("htmx:wsBeforeMessage", function () {
+    var el = document.activeElement;
+    typingIn = el && el.id && el.matches && el.matches("input, textarea, select")
+      ? {id: el.id, start: el.selectionStart, end: el.selectionEnd} : null;
+  });
+  document.addEventListener("htmx:wsAfterMessage", function () {
+    var kept = typingIn;
+    typingIn = null;
+    if (!kept) return;
+    var el = document.getElementById(kept.id);
+    var now = document.activeElement;
+    if (!el || now === el || (now && now !== document.body)) return;  // kept, or moved on
+    el.focus();
+    try { if (kept.start !== null) el.setSelectionRange(kept.start, kept.end); } catch (err) { /* not a text field */ }
+  });
+
   // <select data-autosubmit> submits its form on change (a <noscript> button does without JS).
   document.addEventListener("change", function (e) {
     if (e.target.matches && e.target.matches("select[data-autosubmit]") && e.target.form) {
