@@ -9,14 +9,13 @@ async tests `@pytest.mark.asyncio` (pytest-asyncio); they are run here with asyn
 service's client closed in the same loop. The counts are asserted at the end of the run.
 """
 
-import asyncio
-import inspect
 import uuid
 from pathlib import Path
 
 import pytest
 from switchboard_client import AsyncClient, RetryPolicy
 from switchboard_client.adk import SwitchboardSessionService
+from upstream_runner import run_coroutine_test
 
 HERE = Path(__file__).resolve().parent
 UPSTREAM = HERE / "test_session_service.py"
@@ -48,20 +47,14 @@ def session_service(request, server_url, api_key):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem):
-    if not inspect.iscoroutinefunction(pyfuncitem.obj):
-        return None
-    arguments = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
-
-    async def run():
-        try:
-            await pyfuncitem.obj(**arguments)
-        finally:
-            service = arguments.get("session_service")
-            if isinstance(service, SwitchboardSessionService):
-                await service.client.aclose()
-
-    asyncio.run(run())
-    return True
+    return run_coroutine_test(
+        pyfuncitem,
+        lambda arguments: [
+            service
+            for service in [arguments.get("session_service")]
+            if isinstance(service, SwitchboardSessionService)
+        ],
+    )
 
 
 def pytest_runtest_logreport(report):

@@ -3,13 +3,12 @@ SwitchboardArtifactService against the live test server: `artifact_service_facto
 service on a fresh namespace whatever backend a test names, and `@pytest.mark.asyncio` tests
 run with asyncio.run (the project does not use pytest-asyncio)."""
 
-import asyncio
-import inspect
 import uuid
 
 import pytest
 from switchboard_client import AsyncClient, RetryPolicy
 from switchboard_client.adk_artifacts import SwitchboardArtifactService
+from upstream_runner import run_coroutine_test
 
 FAST = RetryPolicy(max_retries=2, backoff=0.05, max_backoff=0.2)
 
@@ -51,17 +50,7 @@ def artifact_service_factory(request, server_url, api_key):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem):
-    if not inspect.iscoroutinefunction(pyfuncitem.obj):
-        return None
-    arguments = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
-
-    async def run():
-        try:
-            await pyfuncitem.obj(**arguments)
-        finally:
-            factory = arguments.get("artifact_service_factory")
-            for service in getattr(factory, "made", []):
-                await service.client.aclose()
-
-    asyncio.run(run())
-    return True
+    return run_coroutine_test(
+        pyfuncitem,
+        lambda arguments: getattr(arguments.get("artifact_service_factory"), "made", []),
+    )
