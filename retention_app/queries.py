@@ -4,13 +4,14 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Q, QuerySet, Sum
+from django.db.models import QuerySet, Sum
 from django.db.models.functions import TruncDate
 
 from core.cursors import newest_first_page
 from sessions_app.models import Session
 
 from .models import LegalHold, RetentionRun, RunStatus
+from .storage import standing_holds_covering
 
 
 def recent_runs(project_id: int, *, limit: int = 50) -> list[RetentionRun]:
@@ -104,15 +105,8 @@ def holds_covering(project_id: int, sessions: list[Session]) -> dict[str, list[L
     that order: one query for a page of sessions."""
     if not sessions:
         return {}
-    holds = list(
-        LegalHold.objects.filter(project_id=project_id, released_at__isnull=True)
-        .filter(
-            Q(scope="project")
-            | Q(scope="agent", agent_id__in={s.agent_id for s in sessions})
-            | Q(scope="session", session_id__in=[s.pk for s in sessions])
-        )
-        .select_related("agent")
-        .order_by("pk")
+    holds = standing_holds_covering(
+        project_id, list({s.agent_id for s in sessions}), [s.pk for s in sessions]
     )
     order = {"session": 0, "agent": 1, "project": 2}
     holds.sort(key=lambda h: order[h.scope])

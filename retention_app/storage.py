@@ -9,9 +9,11 @@ from uuid import UUID
 from django.db import connection, models
 
 from core.models import Project
-from core.storage import table
-from sessions_app.models import Event, Session, Snapshot
+from core.storage import column as quoted_column
+from core.storage import instance_from_row, select_list, server_bound_cursor, table
+from sessions_app.models import Agent, Event, Session, Snapshot
 
+from .models import LegalHold
 from .summarisers import Digest
 
 
@@ -255,3 +257,37 @@ def average_event_bytes() -> float:
         row = cursor.fetchone()
     value = float(row[0]) if row and row[0] else 0.0
     return value if value > 0 else 300.0
+
+
+def standing_holds_covering(
+    project_id: int, agent_ids: list[int], session_ids: list[UUID]
+) -> list[LegalHold]:
+    """The project's standing holds on the project itself, on one of `agent_ids` or on one of
+    `session_ids`, oldest first, each with its agent loaded: one fixed statement. Every page of
+    sessions the API serves asks this; the ORM's compiling of the same query took a third of a
+    `GET /sessions`' CPU."""
+    hold_columns, hold_fields = select_list(LegalHold, "h")
+    agent_columns, agent_fields = select_list(Agent, "a")
+    scope = quoted_column(LegalHold, "scope")
+    agent = quoted_column(LegalHold, "agent")
+    session = quoted_column(LegalHold, "session")
+    with server_bound_cursor() as cursor:
+        cursor.execute(
+            f"SELECT {hold_columns}, {agent_columns} FROM {table(LegalHold)} h"
+            f" LEFT JOIN {table(Agent)} a ON a.id = h.{agent}"
+            f" WHERE h.{quoted_column(LegalHold, 'project')} = %s"
+            f" AND h.{quoted_column(LegalHold, 'released_at')} IS NULL"
+            f" AND (h.{scope} = 'project' OR (h.{scope} = 'agent' AND h.{agent} = ANY(%s))"
+            f" OR (h.{scope} = 'session' AND h.{session} = ANY(%s)))"
+            " ORDER BY h.id",
+            [project_id, agent_ids, session_ids],
+        )
+        rows = cursor.fetchall()
+    holds = []
+    split = len(hold_fields)
+    for row in rows:
+        hold = instance_from_row(LegalHold, hold_fields, row[:split])
+        if hold.agent_id is not None:
+            hold.agent = instance_from_row(Agent, agent_fields, row[split:])
+        holds.append(hold)
+    return holds

@@ -193,9 +193,11 @@ def test_the_session_body_shows_the_holds_covering_it(project, api):
         (own.pk, "session"),
         (agents.pk, "agent"),
     ]
+    assert [h["agent"] for h in body["holds"]] == [None, "bot"]
     assert api.get(f"/sessions/{free.pk}").json()["holds"] == []
     listed = {s["id"]: s["holds"] for s in api.get("/sessions").json()["sessions"]}
     assert [h["id"] for h in listed[str(held.pk)]] == [own.pk, agents.pk]
+    assert [h["agent"] for h in listed[str(held.pk)]] == [None, "bot"]
     assert listed[str(free.pk)] == []
 
     # The project's hold covers every session, a new one too; a lifted hold is not shown.
@@ -213,12 +215,17 @@ def test_the_sessions_list_reads_the_holds_in_one_query(
     for n in range(5):
         session = make_session(project)
         place_hold(project, session=session, reason=f"r{n}", actor=SYSTEM)
+        place_hold(project, agent=session.agent, reason=f"a{n}", actor=SYSTEM)
     api.get("/sessions")  # warm: the key is cached, the agent rows loaded
     with django_assert_max_num_queries(8) as counted:
-        api.get("/sessions")
+        listed = api.get("/sessions").json()["sessions"]
     assert sum("legalhold" in q["sql"] for q in counted.captured_queries) == 1, [
         q["sql"][:120] for q in counted.captured_queries
     ]
+    # The agent's hold comes with its agent's name from that same query: the page and its
+    # holds are the request's only queries.
+    assert all(s["holds"][1]["agent"] == s["agent"] for s in listed), listed
+    assert len(counted.captured_queries) == 2, [q["sql"][:120] for q in counted.captured_queries]
 
 
 # --- DELETE /retention/policy -----------------------------------------------------------------
