@@ -4,6 +4,8 @@ Opening a session (it may link tasks) and reading one (it shows its tasks) are c
 the tasks app in switchboard.api; everything else about sessions is here.
 """
 
+import base64
+import binascii
 import json
 from collections.abc import Callable
 from datetime import datetime
@@ -40,6 +42,7 @@ from .access import get_session_for_key
 from .http import jsonl_export_response
 from .models import AGENT_KINDS, EventKind, Session, SessionStatus, Tier
 from .queries import slice_events
+from .services.blobs import MAX_BLOBS_PER_CALL
 from .services.events import EventDraft, append_events
 from .services.lifecycle import close_session, pause_session, resume_session
 from .services.sessions import open_fork
@@ -111,6 +114,24 @@ class EventIn(InSchema):
     )
 
 
+class BlobIn(InSchema):
+    data: str = Field(..., description="The bytes, base64 (RFC 4648, standard alphabet, padded)")
+
+
+def decoded_blobs(blobs: list[BlobIn]) -> list[bytes]:
+    """The bytes of `blobs`; InvalidInput naming the first that is not base64."""
+    contents = []
+    for position, blob in enumerate(blobs):
+        try:
+            contents.append(base64.b64decode(blob.data, validate=True))
+        except (binascii.Error, ValueError):
+            raise InvalidInput(
+                "Blob data must be base64 (standard alphabet, padded).",
+                detail={"field": f"blobs[{position}].data"},
+            ) from None
+    return contents
+
+
 class AppendIn(InSchema):
     model_config = ConfigDict(
         json_schema_extra={
@@ -139,6 +160,13 @@ class AppendIn(InSchema):
 
     events: list[EventIn] = Field(..., min_length=1)
     expected_head_seq: json_int(ge=0, le=MAX_INT) | None = None
+    blobs: list[BlobIn] = Field(
+        default_factory=list,
+        max_length=MAX_BLOBS_PER_CALL,
+        description="Blobs the events name (as POST /sessions/{session_id}/blobs stores them), "
+        "stored with the events: both or neither. A batch that is all replays stores any the "
+        "session lacks.",
+    )
 
 
 class ReasonIn(InSchema):
@@ -544,7 +572,9 @@ def request_session(request: HttpRequest, session_id: UUID) -> Session:
     "/sessions/{session_id}/events",
     summary="Append a batch of events",
     response=responses({201: AppendOut, 200: AppendOut}, 404, 409, body=True),
-    openapi_extra={"responses": {200: {"description": "All were replays: nothing written"}}},
+    openapi_extra={
+        "responses": {200: {"description": "All were replays (and blobs held): nothing written"}}
+    },
 )
 def append(request: HttpRequest, session_id: UUID, payload: AppendIn) -> HttpResponse:
     if len(payload.events) > settings.SWITCHBOARD_MAX_BATCH_EVENTS:
@@ -565,9 +595,12 @@ def append(request: HttpRequest, session_id: UUID, payload: AppendIn) -> HttpRes
         )
         for e in payload.events
     ]
-    if any(d.idempotency_key is not None for d in drafts):
-        # Replays read the session's earlier events: check the session is the key's first.
+    contents: list[bytes] = []
+    if payload.blobs or any(d.idempotency_key is not None for d in drafts):
+        # Replays read the session's earlier events, and blobs its ancestors' blobs (held
+        # there, they are not stored again): check the session is the key's first.
         session = get_session_for_key(api_key, session_id)
+        contents = decoded_blobs(payload.blobs)
     else:
         # The hot path reads nothing first: the append's UPDATE is scoped to the key's project
         # and a session it cannot update is explained (404/409) as before (services.events).
@@ -578,6 +611,7 @@ def append(request: HttpRequest, session_id: UUID, payload: AppendIn) -> HttpRes
             drafts,
             actor=Actor.for_key(api_key),
             expected_head_seq=payload.expected_head_seq,
+            blobs=contents,
         )
     except InvalidInput:
         get_session_for_key(api_key, session_id)  # an unknown session is a 404 first
@@ -596,8 +630,10 @@ def append(request: HttpRequest, session_id: UUID, payload: AppendIn) -> HttpRes
             for position, event in enumerate(result.events)
         ],
     }
-    all_replayed = len(result.replayed) == len(result.events)
-    return json_response(body, status=200 if all_replayed else 201)
+    unchanged = len(result.replayed) == len(result.events) and not any(
+        b.created for b in result.blobs
+    )
+    return json_response(body, status=200 if unchanged else 201)
 
 
 @router.get(

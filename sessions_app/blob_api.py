@@ -2,7 +2,6 @@
 events, read them back by name. Agent and admin keys alike, as for events."""
 
 import base64
-import binascii
 from typing import Annotated
 from uuid import UUID
 
@@ -10,12 +9,11 @@ from django.http import HttpRequest, HttpResponse
 from ninja import Field, Router
 from pydantic import ConfigDict, StringConstraints
 
-from core.errors import InvalidInput
 from core.http import json_response
 from core.schemas import InSchema, OutSchema, responses
 
 from .access import get_session_for_key
-from .api import request_key
+from .api import BlobIn, decoded_blobs, request_key
 from .services.blobs import MAX_BLOBS_PER_CALL, find_blobs, read_blob, store_blobs
 
 router = Router(tags=["blobs"])
@@ -24,10 +22,6 @@ router = Router(tags=["blobs"])
 LOOKUP_BYTE_BUDGET = 4 * 1024 * 1024
 
 Sha256 = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
-
-
-class BlobIn(InSchema):
-    data: str = Field(..., description="The bytes, base64 (RFC 4648, standard alphabet, padded)")
 
 
 class BlobsIn(InSchema):
@@ -74,19 +68,6 @@ class BlobLookupOut(OutSchema):
     )
 
 
-def _decoded(payload: BlobsIn) -> list[bytes]:
-    contents = []
-    for position, blob in enumerate(payload.blobs):
-        try:
-            contents.append(base64.b64decode(blob.data, validate=True))
-        except (binascii.Error, ValueError):
-            raise InvalidInput(
-                "Blob data must be base64 (standard alphabet, padded).",
-                detail={"field": f"blobs[{position}].data"},
-            ) from None
-    return contents
-
-
 @router.post(
     "/sessions/{session_id}/blobs",
     summary="Store blobs (content-addressed: each stored once per session)",
@@ -98,7 +79,7 @@ def _decoded(payload: BlobsIn) -> list[bytes]:
 )
 def store(request: HttpRequest, session_id: UUID, payload: BlobsIn) -> HttpResponse:
     session = get_session_for_key(request_key(request), session_id)
-    stored = store_blobs(session, _decoded(payload))
+    stored = store_blobs(session, decoded_blobs(payload.blobs))
     body = {"blobs": [{"sha256": b.sha256, "size": b.size, "created": b.created} for b in stored]}
     return json_response(body, status=201 if any(b.created for b in stored) else 200)
 

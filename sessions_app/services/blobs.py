@@ -60,14 +60,9 @@ def _lineage_ids(session: Session) -> list[UUID]:
     return [segment_id for segment_id, _, _ in session.lineage_segments()]
 
 
-def store_blobs(session: Session, contents: Sequence[bytes]) -> list[StoredBlob]:
-    """Store each of `contents` in the session unless it (or an ancestor) holds those bytes;
-    in order, one StoredBlob per item. `session` is the caller's look-up (its id, project and
-    ancestry); its row is locked FOR KEY SHARE meanwhile, so a deletion of the session either
-    waits for this or is seen (404), and nothing is stored in a session that is gone.
-
-    Raises PayloadTooLarge (a blob over SWITCHBOARD_MAX_BLOB_BYTES, or more than
-    MAX_BLOBS_PER_CALL), NotFound, SessionNotWritable (closed or archived, as for appends)."""
+def checked(contents: Sequence[bytes]) -> list[str]:
+    """The names of `contents`, after the checks every store makes. Raises PayloadTooLarge (a
+    blob over SWITCHBOARD_MAX_BLOB_BYTES, or more than MAX_BLOBS_PER_CALL)."""
     limit = settings.SWITCHBOARD_MAX_BLOB_BYTES
     if len(contents) > MAX_BLOBS_PER_CALL:
         raise PayloadTooLarge(
@@ -80,7 +75,18 @@ def store_blobs(session: Session, contents: Sequence[bytes]) -> list[StoredBlob]
                 f"A blob holds at most {limit} bytes: store a larger value in pieces.",
                 detail={"field": f"blobs[{position}].data", "limit": limit, "size": len(content)},
             )
-    digests = [digest(content) for content in contents]
+    return [digest(content) for content in contents]
+
+
+def store_blobs(session: Session, contents: Sequence[bytes]) -> list[StoredBlob]:
+    """Store each of `contents` in the session unless it (or an ancestor) holds those bytes;
+    in order, one StoredBlob per item. `session` is the caller's look-up (its id, project and
+    ancestry); its row is locked FOR KEY SHARE meanwhile, so a deletion of the session either
+    waits for this or is seen (404), and nothing is stored in a session that is gone.
+
+    Raises PayloadTooLarge (checked()), NotFound, SessionNotWritable (closed or archived, as
+    for appends)."""
+    digests = checked(contents)
     with transaction.atomic():
         status = storage.share_session(session.pk, session.project_id)
         if status is None:
@@ -89,28 +95,42 @@ def store_blobs(session: Session, contents: Sequence[bytes]) -> list[StoredBlob]
             raise SessionNotWritable(
                 f"The session is {status}; it accepts no more blobs.", detail={"status": status}
             )
-        held = set(
-            Blob.objects.filter(
-                session_id__in=_lineage_ids(session), sha256__in=set(digests)
-            ).values_list("sha256", flat=True)
-        )
-        new: dict[str, bytes] = {}
-        for sha, content in zip(digests, contents, strict=True):
-            if sha not in held:
-                new.setdefault(sha, content)
-        # A racing store of the same bytes may insert first: its row is as good as this one.
-        Blob.objects.bulk_create(
-            [
-                Blob(session_id=session.pk, sha256=sha, size=len(content), data=content)
-                for sha, content in new.items()
-            ],
-            ignore_conflicts=True,
-        )
+        return store_blobs_locked(session, contents, digests)
+
+
+def store_blobs_locked(
+    session: Session, contents: Sequence[bytes], digests: Sequence[str]
+) -> list[StoredBlob]:
+    """store_blobs for a caller that has checked `contents` (their `digests`) and holds the
+    session's row locked and writable in its transaction (an append, which stores the blobs
+    its events name with them: both or neither)."""
+    held = held_blobs(session, digests)
+    new: dict[str, bytes] = {}
+    for sha, content in zip(digests, contents, strict=True):
+        if sha not in held:
+            new.setdefault(sha, content)
+    # A racing store of the same bytes may insert first: its row is as good as this one.
+    Blob.objects.bulk_create(
+        [
+            Blob(session_id=session.pk, sha256=sha, size=len(content), data=content)
+            for sha, content in new.items()
+        ],
+        ignore_conflicts=True,
+    )
     stored, reported = [], set()
     for sha, content in zip(digests, contents, strict=True):
         stored.append(StoredBlob(sha, len(content), created=sha in new and sha not in reported))
         reported.add(sha)
     return stored
+
+
+def held_blobs(session: Session, digests: Sequence[str]) -> set[str]:
+    """Which of `digests` the session or an ancestor holds."""
+    return set(
+        Blob.objects.filter(
+            session_id__in=_lineage_ids(session), sha256__in=set(digests)
+        ).values_list("sha256", flat=True)
+    )
 
 
 def find_blobs(

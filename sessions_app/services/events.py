@@ -28,6 +28,7 @@ from sessions_app.errors import IdempotencyKeyReused, PartialReplay
 from sessions_app.models import DEFAULT_TIER, WRITABLE_STATUSES, Event, Session, SessionStatus
 
 from ..signals import budget_exceeded
+from .blobs import StoredBlob, checked, held_blobs, store_blobs, store_blobs_locked
 from .lifecycle import transition_locked
 from .log import (
     EventDraft,
@@ -47,6 +48,8 @@ class AppendResult:
     head_seq: int
     # Positions (in request order) answered from an earlier append with the same key.
     replayed: set[int] = field(default_factory=set)
+    # The blobs sent with the batch, in order (append_events' `blobs`).
+    blobs: list[StoredBlob] = field(default_factory=list)
 
 
 def _budget_exceeded(
@@ -169,8 +172,13 @@ def append_events(
     *,
     actor: Actor,
     expected_head_seq: int | None = None,
+    blobs: Sequence[bytes] = (),
 ) -> AppendResult:
     """Append a batch from an agent (or human) and return every event, in request order.
+
+    `blobs` (bytes the events name by SHA-256, services.blobs) are stored in the append's
+    transaction: both or neither. Checked first (PayloadTooLarge as store_blobs); a batch
+    that is all replays stores those the session lacks (store_blobs: its rules, its lock).
 
     Events whose idempotency_key was already used in this session's history (its own log or,
     for a fork, an ancestor's up to the fork point) are answered with the original event and
@@ -183,6 +191,7 @@ def append_events(
     """
     if not drafts:
         raise InvalidInput("An append needs at least one event.")
+    digests = checked(blobs) if blobs else []
     limit = settings.SWITCHBOARD_MAX_EVENT_BYTES
     contents_fit = _contents_storable_within(drafts, limit)
     for position, draft in enumerate(drafts):
@@ -221,10 +230,13 @@ def append_events(
                 detail={"replayed_keys": sorted(originals)},
             )
         if not fresh:
-            return _result(session, drafts, originals, [], session_head=None)
+            stored = _replayed_blobs(session, blobs, digests)
+            return _result(session, drafts, originals, [], session_head=None, blobs=stored)
+        stored = []
         try:
             written = None
-            if not connection.in_atomic_block:
+            # The one-statement path writes events only: blobs take the transactional one.
+            if not connection.in_atomic_block and not blobs:
                 written = _append_in_one_statement(
                     session, fresh, actor=actor, expected_head_seq=expected_head_seq
                 )
@@ -233,12 +245,33 @@ def append_events(
                     written = _append_locked(
                         session, fresh, actor=actor, expected_head_seq=expected_head_seq
                     )
+                    # After the events: their UPDATE holds the row, writable (else refused).
+                    if blobs:
+                        stored = store_blobs_locked(session, blobs, digests)
         except IntegrityError:
             if attempt == 1 or not keys:
                 raise
             continue
-        return _result(session, drafts, originals, written, session_head=session.head_seq)
+        return _result(
+            session, drafts, originals, written, session_head=session.head_seq, blobs=stored
+        )
     raise AssertionError("unreachable")
+
+
+def _replayed_blobs(
+    session: Session, blobs: Sequence[bytes], digests: list[str]
+) -> list[StoredBlob]:
+    """The blobs of a batch that is all replays. Its first sending stored them with its
+    events; a retry of it finds them all and writes nothing, whatever the session's status
+    since (as for its events). Any the session lacks (the events were first sent without them)
+    are stored now, under store_blobs' rules."""
+    if not blobs:
+        return []
+    if set(digests) <= held_blobs(session, digests):
+        return [
+            StoredBlob(sha, len(b), created=False) for sha, b in zip(digests, blobs, strict=True)
+        ]
+    return store_blobs(session, blobs)
 
 
 def _originals_by_key(session: Session, keys: list[str]) -> dict[str, Event]:
@@ -333,6 +366,7 @@ def _result(
     written: list[Event],
     *,
     session_head: int | None,
+    blobs: list[StoredBlob],
 ) -> AppendResult:
     if session_head is None:
         session.refresh_from_db(fields=["head_seq", "status", "tokens_used", "cost_used"])
@@ -346,4 +380,4 @@ def _result(
             replayed.add(position)
         else:
             events.append(next(fresh_iter))
-    return AppendResult(events=events, head_seq=session_head, replayed=replayed)
+    return AppendResult(events=events, head_seq=session_head, replayed=replayed, blobs=blobs)
