@@ -602,12 +602,47 @@ def page_sessions(
             after_ties = Q(**{f"{field}__gt": value}) | Q(id__gt=session_id)
         qs = qs.filter(bound & after_ties)
     order = (f"-{field}", "-id") if descending else (field, "id")
-    page = list(qs.select_related("agent").order_by(*order)[: limit + 1])
-    next_cursor = None
-    if len(page) > limit:
-        page = page[:limit]
-        next_cursor = encode_sort_cursor(sort, getattr(page[-1], field), page[-1].pk)
-    return page, next_cursor
+    return _cut_page(list(qs.select_related("agent").order_by(*order)[: limit + 1]), limit, sort)
+
+
+def _cut_page(rows: list[Session], limit: int, sort: str) -> tuple[list[Session], str | None]:
+    """A page of `limit` from up to limit + 1 rows in `sort` order, and the next page's cursor
+    when there was one more."""
+    if len(rows) <= limit:
+        return rows, None
+    page = rows[:limit]
+    field, _ = SESSION_SORTS[sort]
+    return page, encode_sort_cursor(sort, getattr(page[-1], field), page[-1].pk)
+
+
+def list_sessions_page(
+    project: Project,
+    filters: SessionFilters,
+    *,
+    cursor: str | None,
+    limit: int,
+    narrowed: Q | None = None,
+) -> tuple[list[Session], str | None]:
+    """A page of the project's sessions that pass `filters` (and `narrowed`, a condition a
+    floor above composes), newest first: filter_sessions, then page_sessions.
+
+    A first page looked up by external_ids alone is one fixed statement: it is how the
+    framework adapters open a thread or a session, once per fresh process and per turn, and the
+    ORM's compiling of the general query cost more CPU than the rest of that request."""
+    if (
+        filters.external_ids
+        and cursor is None
+        and narrowed is None
+        and filters == SessionFilters(external_ids=filters.external_ids)
+    ):
+        if limit < 1 or limit > 200:
+            raise InvalidInput("limit must be between 1 and 200.", detail={"limit": limit})
+        rows = storage.sessions_with_external_ids(project.pk, filters.external_ids, limit + 1)
+        return _cut_page(rows, limit, DEFAULT_SESSION_SORT)
+    qs = filter_sessions(project, filters)
+    if narrowed is not None:
+        qs = qs.filter(narrowed)
+    return page_sessions(qs, cursor=cursor, limit=limit)
 
 
 # --- Overview -------------------------------------------------------------------------------

@@ -85,6 +85,37 @@ def session_in_project(session_id: UUID, project_id: int, *, lock: bool = False)
     return session
 
 
+@functools.cache
+def _sessions_with_external_ids_sql() -> tuple[str, list[Field[Any, Any]], list[Field[Any, Any]]]:
+    columns, fields = select_list(Session, "s")
+    agent_columns, agent_fields = select_list(Agent, "a")
+    sql = (
+        f"SELECT {columns}, {agent_columns} FROM {table(Session)} s"
+        f" JOIN {table(Agent)} a ON a.id = s.agent_id"
+        f" WHERE s.project_id = %s AND s.{column(Session, 'external_id')} = ANY(%s)"
+        f" ORDER BY s.{column(Session, 'created_at')} DESC, s.id DESC LIMIT %s"
+    )
+    return sql, fields, agent_fields
+
+
+def sessions_with_external_ids(
+    project_id: int, external_ids: Sequence[str], limit: int
+) -> list[Session]:
+    """The project's sessions with one of `external_ids`, newest first (the sessions list's
+    default order: created_at, then id, both descending), at most `limit`, each with its agent,
+    in one statement."""
+    sql, fields, agent_fields = _sessions_with_external_ids_sql()
+    with server_bound_cursor() as cursor:
+        cursor.execute(sql, [project_id, list(external_ids), limit])
+        rows = cursor.fetchall()
+    sessions = []
+    for row in rows:
+        session = instance_from_row(Session, fields, row[: len(fields)])
+        session.agent = instance_from_row(Agent, agent_fields, row[len(fields) :])
+        sessions.append(session)
+    return sessions
+
+
 def share_session(session_id: UUID, project_id: int) -> str | None:
     """The status of the project's session, its row locked FOR KEY SHARE until the caller's
     transaction ends (None: no such session): a whole-session deletion (FOR UPDATE) waits for

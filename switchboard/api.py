@@ -13,6 +13,7 @@ import json
 from typing import Any
 from uuid import UUID
 
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from ninja import Field, Query, Router
 
@@ -37,7 +38,7 @@ from sessions_app.api import (
     session_to_dict,
 )
 from sessions_app.models import Session
-from sessions_app.queries import SessionFilters, filter_sessions, last_events, page_sessions
+from sessions_app.queries import SessionFilters, last_events, list_sessions_page
 from sessions_app.services.state import head_states
 from switchboard.sessions.queries import pending_handoff_expression
 from tasks_app.api import LinkedTaskOut
@@ -124,7 +125,13 @@ def create_session(request: HttpRequest, payload: SessionIn) -> HttpResponse:
     openapi_extra=query_prefixes(METADATA_PREFIX),
 )
 def list_sessions(request: HttpRequest, filters: Query[SessionListQuery]) -> HttpResponse:
-    qs = filter_sessions(
+    # Handoffs are a floor above the session store, so that filter is composed here.
+    pending = None
+    if filters.has_pending_handoff is not None:
+        pending = Q(pending_handoff_expression())
+        if not filters.has_pending_handoff:
+            pending = ~pending
+    page, next_cursor = list_sessions_page(
         request_key(request).project,
         SessionFilters(
             status=[str(s) for s in filters.status] if filters.status else None,
@@ -138,12 +145,10 @@ def list_sessions(request: HttpRequest, filters: Query[SessionListQuery]) -> Htt
             external_ids=filters.external_id,
             metadata_equals=metadata_filters(request.GET),
         ),
+        cursor=filters.cursor,
+        limit=filters.limit,
+        narrowed=pending,
     )
-    if filters.has_pending_handoff is not None:
-        # Handoffs are a floor above the session store, so this filter is composed here.
-        pending = pending_handoff_expression()
-        qs = qs.filter(pending if filters.has_pending_handoff else ~pending)
-    page, next_cursor = page_sessions(qs, cursor=filters.cursor, limit=filters.limit)
     sessions = sessions_with_holds(page)
     include = filters.include or []
     if "state" in include:

@@ -63,6 +63,31 @@ def test_it_looks_a_session_up_by_external_id_and_never_opens_one(
     assert Session.objects.count() == before
 
 
+def test_a_look_up_by_external_ids_pages_and_composes_like_any_list(api, project):
+    """The look-up by external_ids alone is its own statement (the adapters' every open):
+    newest first, a cursor past `limit`, and other filters still applied when given."""
+    made = [make_session(project, external_id=f"t-{n}") for n in range(5)]
+    make_session(project, external_id="other")
+    request_handoff(made[1], kind="question", payload={"question": "?"}, actor=TESTER)
+    close_session(made[3], actor=TESTER)
+    asked = [f"t-{n}" for n in range(5)]
+    newest_first = [str(s.pk) for s in reversed(made)]
+
+    first = api.get("/sessions", {"external_id": asked, "limit": 3})
+    assert _ids(first) == newest_first[:3]
+    rest = api.get(
+        "/sessions", {"external_id": asked, "limit": 3, "cursor": first.json()["next_cursor"]}
+    )
+    assert _ids(rest) == newest_first[3:] and rest.json()["next_cursor"] is None
+    assert _ids(api.get("/sessions", {"external_id": asked})) == newest_first
+    waiting = {"external_id": asked, "has_pending_handoff": "true"}
+    assert _ids(api.get("/sessions", waiting)) == [str(made[1].pk)]
+    assert _ids(api.get("/sessions", {"external_id": asked, "status": "closed"})) == [
+        str(made[3].pk)
+    ]
+    assert api.get("/sessions", {"external_id": "t-0", "limit": 0}).status_code == 422
+
+
 # --- metadata.<name>=<value> ----------------------------------------------------------------
 
 
