@@ -567,14 +567,20 @@ def metadata_matches(name: str, value: str) -> Q:
     session_metadata_path: the documents are built here as JSON text, so a number keeps its
     digits (no float on the way) and PostgreSQL compares it as a number.
     """
+    match = Q()
+    for document in metadata_documents(name, value):
+        match |= Q(metadata__contains=Cast(Value(document), JSONField()))
+    return match
+
+
+def metadata_documents(name: str, value: str) -> list[str]:
+    """The JSON documents one of which a session's metadata contains when it matches
+    `name`=`value` (metadata_matches)."""
     key = json.dumps(name, ensure_ascii=False)
     documents = [f"{{{key}:{json.dumps(value, ensure_ascii=False)}}}"]
     if value in _JSON_LITERALS or _JSON_NUMBER.fullmatch(value):
         documents.append(f"{{{key}:{value}}}")
-    match = Q()
-    for document in documents:
-        match |= Q(metadata__contains=Cast(Value(document), JSONField()))
-    return match
+    return documents
 
 
 def page_sessions(
@@ -628,16 +634,27 @@ def list_sessions_page(
 
     A first page looked up by external_ids alone is one fixed statement: it is how the
     framework adapters open a thread or a session, once per fresh process and per turn, and the
-    ORM's compiling of the general query cost more CPU than the rest of that request."""
+    ORM's compiling of the general query cost more CPU than the rest of that request. So is
+    one by metadata values alone, with or without external_ids (an ADK app's sessions)."""
+    by_id_and_metadata = SessionFilters(
+        external_ids=filters.external_ids, metadata_equals=filters.metadata_equals
+    )
     if (
-        filters.external_ids
+        (filters.external_ids or filters.metadata_equals)
         and cursor is None
         and narrowed is None
-        and filters == SessionFilters(external_ids=filters.external_ids)
+        and filters == by_id_and_metadata
     ):
         if limit < 1 or limit > 200:
             raise InvalidInput("limit must be between 1 and 200.", detail={"limit": limit})
-        rows = storage.sessions_with_external_ids(project.pk, filters.external_ids, limit + 1)
+        rows = storage.sessions_matching(
+            project.pk,
+            external_ids=filters.external_ids,
+            metadata_documents=[
+                metadata_documents(name, value) for name, value in filters.metadata_equals
+            ],
+            limit=limit + 1,
+        )
         return _cut_page(rows, limit, DEFAULT_SESSION_SORT)
     qs = filter_sessions(project, filters)
     if narrowed is not None:

@@ -86,27 +86,48 @@ def session_in_project(session_id: UUID, project_id: int, *, lock: bool = False)
 
 
 @functools.cache
-def _sessions_with_external_ids_sql() -> tuple[str, list[Field[Any, Any]], list[Field[Any, Any]]]:
+def _sessions_matching_sql(
+    by_external_id: bool, documents_per_condition: tuple[int, ...]
+) -> tuple[str, list[Field[Any, Any]], list[Field[Any, Any]]]:
     columns, fields = select_list(Session, "s")
     agent_columns, agent_fields = select_list(Agent, "a")
+    metadata = f"s.{column(Session, 'metadata')}"
+    where = ["s.project_id = %s"]
+    if by_external_id:
+        where.append(f"s.{column(Session, 'external_id')} = ANY(%s)")
+    for count in documents_per_condition:
+        where.append("(" + " OR ".join([f"{metadata} @> %s::jsonb"] * count) + ")")
     sql = (
         f"SELECT {columns}, {agent_columns} FROM {table(Session)} s"
         f" JOIN {table(Agent)} a ON a.id = s.agent_id"
-        f" WHERE s.project_id = %s AND s.{column(Session, 'external_id')} = ANY(%s)"
+        f" WHERE {' AND '.join(where)}"
         f" ORDER BY s.{column(Session, 'created_at')} DESC, s.id DESC LIMIT %s"
     )
     return sql, fields, agent_fields
 
 
-def sessions_with_external_ids(
-    project_id: int, external_ids: Sequence[str], limit: int
+def sessions_matching(
+    project_id: int,
+    *,
+    external_ids: Sequence[str] | None,
+    metadata_documents: Sequence[Sequence[str]],
+    limit: int,
 ) -> list[Session]:
-    """The project's sessions with one of `external_ids`, newest first (the sessions list's
-    default order: created_at, then id, both descending), at most `limit`, each with its agent,
-    in one statement."""
-    sql, fields, agent_fields = _sessions_with_external_ids_sql()
+    """The project's sessions with one of `external_ids` (None: any) whose metadata contains,
+    for each entry of `metadata_documents`, one of its JSON documents (sessions_app.queries
+    metadata_matches), newest first (the sessions list's default order: created_at, then id,
+    both descending), at most `limit`, each with its agent, in one statement."""
+    sql, fields, agent_fields = _sessions_matching_sql(
+        external_ids is not None, tuple(len(documents) for documents in metadata_documents)
+    )
+    params: list[Any] = [project_id]
+    if external_ids is not None:
+        params.append(list(external_ids))
+    for documents in metadata_documents:
+        params.extend(documents)
+    params.append(limit)
     with server_bound_cursor() as cursor:
-        cursor.execute(sql, [project_id, list(external_ids), limit])
+        cursor.execute(sql, params)
         rows = cursor.fetchall()
     sessions = []
     for row in rows:

@@ -64,9 +64,13 @@ def test_it_looks_a_session_up_by_external_id_and_never_opens_one(
 
 
 def test_a_look_up_by_external_ids_pages_and_composes_like_any_list(api, project):
-    """The look-up by external_ids alone is its own statement (the adapters' every open):
-    newest first, a cursor past `limit`, and other filters still applied when given."""
-    made = [make_session(project, external_id=f"t-{n}") for n in range(5)]
+    """The look-up by external_ids and metadata values alone is its own statement (the
+    adapters' every open): newest first, a cursor past `limit`, and other filters still
+    applied when given."""
+    made = [
+        make_session(project, external_id=f"t-{n}", metadata={"app": "x", "n": n})
+        for n in range(5)
+    ]
     make_session(project, external_id="other")
     request_handoff(made[1], kind="question", payload={"question": "?"}, actor=TESTER)
     close_session(made[3], actor=TESTER)
@@ -86,6 +90,16 @@ def test_a_look_up_by_external_ids_pages_and_composes_like_any_list(api, project
         str(made[3].pk)
     ]
     assert api.get("/sessions", {"external_id": "t-0", "limit": 0}).status_code == 422
+
+    by_app = api.get("/sessions", {"metadata.app": "x", "limit": 4})
+    assert _ids(by_app) == newest_first[:4] and by_app.json()["next_cursor"]
+    both = {"metadata.app": "x", "metadata.n": ["1", "3"], "external_id": asked}
+    assert _ids(api.get("/sessions", both)) == []  # every value must hold
+    one = {"metadata.app": "x", "metadata.n": "3", "external_id": ["t-3", "t-4"]}
+    assert _ids(api.get("/sessions", one)) == [str(made[3].pk)]
+    assert _ids(api.get("/sessions", {"metadata.app": "x", "status": "closed"})) == [
+        str(made[3].pk)
+    ]
 
 
 # --- metadata.<name>=<value> ----------------------------------------------------------------
