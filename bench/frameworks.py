@@ -25,7 +25,8 @@ by the framework's own calls:
 
 The PostgreSQL stores use a scratch database of their own on the same PostgreSQL server as
 Switchboard's scratch database; the adapters go through one server (uvicorn on config.asgi, as
-bench/ingest.py starts it) with a Client / AsyncClient each.
+bench/ingest.py starts it; `--server granian-wsgi`: granian on config.wsgi, the production
+split's WSGI side) with a Client / AsyncClient each.
 
 One thread or session per store grows to each checkpoint (100, 1,000 and 5,000 items by
 default; `--items N` stops at N; OpenAI: add_items in batches of 100; LangGraph: invokes of the
@@ -805,6 +806,15 @@ def main() -> int:
         "--only", choices=list(TITLES), action="append", help="one framework (repeatable)"
     )
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument(
+        "--server",
+        choices=[ib.UVICORN, ib.GRANIAN_WSGI],
+        default=ib.UVICORN,
+        help="the server the adapters talk to: uvicorn config.asgi:application (what "
+        "scripts/run starts; default) or granian's WSGI server with config.wsgi:application "
+        "(the production split's WSGI side, README \"Production\", where the API's plain HTTP "
+        "goes)",
+    )
     ib.add_smoke_flag(parser)
     args = parser.parse_args()
     ib.smoke(args, items=12, reps=2, turn_reps=1, fresh_runs=1, adk_sessions=2)

@@ -697,6 +697,7 @@ def agent_server(args: Any, project_name: str) -> tuple[Any, str, Server]:
         workers=1 if args.smoke else DEFAULT_WORKERS,
         http=DEFAULT_HTTP,
         loop=DEFAULT_LOOP,
+        kind=getattr(args, "server", UVICORN),
     )
     return project, key, server
 
