@@ -104,6 +104,8 @@ def test_a_refused_append_stores_no_blob(api, project, refusal, code):
     response = append(api, session.pk, events, b"never stored", **fields)
 
     assert response.json()["error"]["code"] == code, response.json()
+    if refusal == "system kind":
+        assert response.json()["error"]["detail"]["kind"] == "lifecycle"
     assert not Blob.objects.exists()
     assert Session.objects.get(pk=session.pk).head_seq == head_before
 
@@ -165,7 +167,7 @@ def test_a_blob_over_the_limit_is_413_and_stores_no_event(api, project, settings
 @pytest.mark.parametrize(
     "blobs, field",
     [
-        ([{"data": "QUJD"}] * (MAX_BLOBS_PER_CALL + 1), "blobs"),
+        ([{"data": "QUJD"}] * (MAX_BLOBS_PER_CALL + 1), f"at most {MAX_BLOBS_PER_CALL} items"),
         ([{"data": "QUJD", "sha256": "0" * 64}], "sha256"),  # the server names it
         ([{"data": 12}], "data"),
     ],
