@@ -6,7 +6,7 @@ import hashlib
 import os
 
 import pytest
-from switchboard_client import AsyncClient, Client, NotFound
+from switchboard_client import AsyncClient, Client, Conflict, NotFound
 
 from sessions_app.models import Blob
 
@@ -105,3 +105,73 @@ def test_a_list_stored_again_and_again_sends_only_its_new_items(sb, server_url, 
     ]
     assert sent[1][1] < 2 * sum(map(len, large))  # the two new ones, base64
     assert Blob.objects.filter(session_id=session.id).count() == 103
+
+
+def test_an_append_carries_its_blobs_in_one_request(sb):
+    session = sb.open_session("blob-bot")
+    values = [b"a channel value", b"another"]
+    names = [hashlib.sha256(v).hexdigest() for v in values]
+    sent: list = []
+    counted(sb, sent)
+
+    result = sb.append(session.id, [{"kind": "note", "content": {"values": names}}], blobs=values)
+
+    assert [path for path, _ in sent] == ["/sessions/{session_id}/events"]
+    assert result.head_seq == 1
+    assert sb.load_blobs(session.id, names) == values
+    # Stored by this client: named again, they are not sent again (nor asked about).
+    sent.clear()
+    sb.append(session.id, [{"kind": "note", "content": {}}], blobs=[values[0]])
+    assert len(sent) == 1 and sent[0][1] < 200
+
+
+def test_a_refused_append_stores_its_blobs_neither_and_they_are_sent_again(sb):
+    session = sb.open_session("blob-bot")
+    sb.close_session(session.id)
+    with pytest.raises(Conflict):
+        sb.append(session.id, [{"kind": "note", "content": {}}], blobs=[b"value"])
+    assert not Blob.objects.filter(session_id=session.id).exists()
+
+    other = sb.open_session("blob-bot")
+    sb.append(other.id, [{"kind": "note", "content": {}}], blobs=[b"value"])
+    assert Blob.objects.filter(session_id=other.id).count() == 1
+
+
+def test_blobs_too_big_for_one_append_are_stored_first(sb):
+    session = sb.open_session("blob-bot")
+    values = [os.urandom(256 * 1024) for _ in range(4)]  # 1 MiB: over one request's body
+    sent: list = []
+    counted(sb, sent)
+
+    sb.append(session.id, [{"kind": "note", "content": {}}], blobs=values)
+
+    # Over ASK_FIRST_BYTES: asked first, as store_blobs does; then stored in batches, appended.
+    paths = [path for path, _ in sent]
+    assert paths[0] == "/sessions/{session_id}/blobs/lookup"
+    assert paths[-1] == "/sessions/{session_id}/events"
+    assert set(paths[1:-1]) == {"/sessions/{session_id}/blobs"}
+    assert all(size < 1024 * 1024 for _, size in sent)
+    assert sb.load_blobs(session.id, [hashlib.sha256(v).hexdigest() for v in values]) == values
+
+
+def test_the_async_client_appends_with_blobs(server_url, api_key):
+    async def scenario() -> list[bytes]:
+        async with AsyncClient(server_url, api_key) as client:
+            session = await client.open_session("blob-bot")
+            await client.append(session.id, [{"kind": "note", "content": {}}], blobs=[b"async"])
+            return await client.load_blobs(session.id, [hashlib.sha256(b"async").hexdigest()])
+
+    assert asyncio.run(scenario()) == [b"async"]
+
+
+def test_blobs_a_client_read_are_not_sent_again(sb, server_url, api_key):
+    session = sb.open_session("blob-bot")
+    values = [os.urandom(40 * 1024) for _ in range(2)]  # over ASK_FIRST_BYTES together
+    names = sb.store_blobs(session.id, values)
+    sent: list = []
+    with Client(server_url, api_key) as fresh:  # a restarted process, reading the thread
+        assert fresh.load_blobs(session.id, names) == values
+        counted(fresh, sent)
+        fresh.append(session.id, [{"kind": "note", "content": {"values": names}}], blobs=values)
+    assert [path for path, _ in sent] == ["/sessions/{session_id}/events"]  # nor asked
+    assert sent[0][1] < 1000

@@ -20,6 +20,7 @@ import httpx
 from . import models as m
 from . import operations as ops
 from ._core import (
+    _BATCH_BYTES,
     ASK_FIRST_BYTES,
     BLOBS_PER_CALL,
     PIECE_SIZE,
@@ -40,6 +41,11 @@ from ._core import (
 )
 from ._decode import decode
 from .errors import NotFound
+
+# The body of an append carrying blobs, at most: a store's batch in base64 with room for the
+# events (a checkpoint's are a few KiB), under the server's default 1 MiB body limit. A larger
+# one stores its blobs first (POST …/blobs), then appends.
+_APPEND_BYTES = 4 * _BATCH_BYTES // 3 + 64 * 1024
 
 # GET /healthz: the process answers (not an /api/v1 operation, so not in the schema).
 _HEALTHZ = ops.Operation("GET", "/healthz", responses={200: dict[str, Any]})
@@ -306,16 +312,33 @@ class Client:
         events: Sequence[m.EventIn],
         *,
         expected_head_seq: int | None = None,
+        blobs: Sequence[bytes] = (),
     ) -> m.AppendResult:
         """Append a batch, in order; the answer has each event's seq. Every event goes with an
-        idempotency key (a random one when it has none), so a retried batch writes once."""
+        idempotency key (a random one when it has none), so a retried batch writes once.
+
+        `blobs`: bytes the events name by SHA-256 (as store_blobs stores them), sent in the
+        same request and stored with the events, both or neither. Those this client stored or
+        found in the session before are not sent again; past ASK_FIRST_BYTES it first asks
+        which the session lacks, as store_blobs does. When they do not fit in one request with
+        the events, they are stored first (store_blobs), then the events appended."""
         keyed = [
             event if event.get("idempotency_key") else {**event, "idempotency_key": new_key()}
             for event in events
         ]
-        body = given(events=keyed, expected_head_seq=expected_head_seq)
+        names = [hashlib.sha256(content).hexdigest() for content in blobs]
+        unsent = self._unsent_blobs(session_id, names, blobs)
+        sent: list[m.BlobIn] = [{"data": b64encode(c).decode()} for c in unsent]
+        body = given(events=keyed, expected_head_seq=expected_head_seq, blobs=sent or None)
         request = build(ops.EVENTS_APPEND, {"session_id": session_id}, body=body, idempotent=True)
+        if sent and (len(sent) > BLOBS_PER_CALL or len(request.content or b"") > _APPEND_BYTES):
+            self._send_blobs(session_id, unsent)
+            body = given(events=keyed, expected_head_seq=expected_head_seq)
+            request = build(
+                ops.EVENTS_APPEND, {"session_id": session_id}, body=body, idempotent=True
+            )
         result: m.AppendResult = self._call(request)
+        self._stored_blobs.add(session_id, names)
         return result
 
     def events(
@@ -830,6 +853,15 @@ class Client:
         ASK_FIRST_BYTES in all, it first asks which the session (or its ancestors) lacks. Sent
         in requests that fit the server's body limit."""
         names = [hashlib.sha256(content).hexdigest() for content in contents]
+        self._send_blobs(session_id, self._unsent_blobs(session_id, names, contents))
+        self._stored_blobs.add(session_id, names)
+        return names
+
+    def _unsent_blobs(
+        self, session_id: str, names: Sequence[str], contents: Sequence[bytes]
+    ) -> list[bytes]:
+        """Of `contents` (named `names`), once each, those to send: not known to this client
+        as held by the session and, past ASK_FIRST_BYTES in all, not held by it (asked)."""
         known = self._stored_blobs.of(session_id)
         unsent = {
             name: content
@@ -839,11 +871,13 @@ class Client:
         if sum(map(len, unsent.values())) > ASK_FIRST_BYTES:
             missing = set(self.missing_blobs(session_id, list(unsent)))
             unsent = {name: content for name, content in unsent.items() if name in missing}
-        for batch in blob_batches(list(unsent.values())):
+        return list(unsent.values())
+
+    def _send_blobs(self, session_id: str, contents: list[bytes]) -> None:
+        """POST …/blobs, in requests that fit the server's body limit."""
+        for batch in blob_batches(contents):
             body: m.BlobsIn = {"blobs": [{"data": b64encode(c).decode()} for c in batch]}
             self._call(build(ops.BLOBS_STORE, {"session_id": session_id}, body=body))
-        self._stored_blobs.add(session_id, names)
-        return names
 
     def missing_blobs(self, session_id: str, names: Sequence[str]) -> list[str]:
         """Which of `names` the session and its ancestors do not hold."""
@@ -879,6 +913,7 @@ class Client:
                 if blob.data is not None:
                     loaded[blob.sha256] = b64decode(blob.data)
             wanted = [name for name in wanted if name not in loaded]
+        self._stored_blobs.add(session_id, list(loaded))  # held: not sent again
         return [loaded[name] for name in names]
 
     def read_blob(self, session_id: str, sha256: str) -> bytes:

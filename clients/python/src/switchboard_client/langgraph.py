@@ -628,6 +628,12 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
                 pass
             if not live:
                 return None
+            if scan.done:
+                # The namespace's events were all read: its writes are among them.
+                (loaded,) = yield from self._tuples(
+                    session_id, thread_id, [scan.reader.attach(live[0])]
+                )
+                return loaded
             checkpoint_id = live[0].checkpoint_id
         # The checkpoint with all its writes, wherever they are in the log: one read.
         found = yield from self._read_all(session_id, _checkpoint_prefix(ns, checkpoint_id))
@@ -900,8 +906,6 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
                     known = self._refs.get((session_id, ns, channel))
                 if known is not None and known["v"] == version:
                     refs[channel] = known
-        if contents:
-            yield _call("store_blobs", session_id, contents)
         body = {k: v for k, v in checkpoint.items() if k != "channel_values"}
         content: dict[str, Any] = {
             "langgraph": "checkpoint",
@@ -927,7 +931,8 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
                     "idempotency_key": _run_key(run_id),
                 }
             )
-        yield _call("append", session_id, events)
+        # The values' new blobs go with the event (one request; stored first when too big).
+        yield _call("append", session_id, events, blobs=contents)
         if isinstance(run_id, str):
             self._runs.add((session_id, run_id))
         for channel, ref in refs.items():
@@ -972,11 +977,10 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
             events.append(
                 {"kind": "note", "tier": "durable", "content": content, "idempotency_key": key}
             )
-        if contents:
-            yield _call("store_blobs", session_id, contents)
         while events:
             try:
-                yield _call("append", session_id, events)
+                # Refused, the append stores none of the blobs: they go again with the rest.
+                yield _call("append", session_id, events, blobs=contents)
                 return None
             except Conflict as error:
                 # A (task, index) written before with another value: the first write wins.

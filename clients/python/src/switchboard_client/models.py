@@ -798,9 +798,14 @@ class SessionIn(TypedDict, total=False):
     task_ids: list[str]
 
 
+class BlobIn(TypedDict):
+    data: str
+
+
 class AppendIn(TypedDict, total=False):
     events: Required[list[EventIn]]
     expected_head_seq: int | None
+    blobs: list[BlobIn]  # stored with the events (both or neither)
 
 
 class ForkIn(TypedDict, total=False):
@@ -1047,10 +1052,6 @@ class DeletedArtifacts:
 
     name: str
     versions: list[int]
-
-
-class BlobIn(TypedDict):
-    data: str
 
 
 class BlobsIn(TypedDict):

@@ -261,3 +261,50 @@ def test_a_thousand_turn_thread_stays_within_the_servers_limits(sb):
     session = sb.find_session(namespace + "long")
     (event,) = sb.events(session.id, order="desc", limit=1).events
     assert len(json.dumps(event.content)) < 4096
+
+
+def test_an_invoke_of_a_one_node_graph_makes_one_request_per_checkpoint_and_write(
+    server_url, api_key
+):
+    """A step's checkpoint goes in one request (its event and its values' new blobs), so an
+    invoke of the one-node chat graph on a thread this process knows is: get_tuple (one read
+    of the thread's events while they fit in one page, else two), then three checkpoints and
+    two tasks' writes, one request each. Counted as bench/frameworks.py counts them: an httpx
+    event hook on the client."""
+    sent: list[Any] = []
+    hooks = {"event_hooks": {"request": [sent.append]}}
+    namespace = f"count-{uuid.uuid4().hex}/"
+    config = {"configurable": {"thread_id": "chat"}}
+    with Client(server_url, api_key, httpx_options=hooks) as client:
+        saver = SwitchboardSaver(client, namespace=namespace)
+        graph = chat_graph(saver)
+        graph.invoke(say(0), config)  # opens the thread
+
+        sent.clear()
+        graph.invoke(say(1), config)
+        assert len(sent) == 6, [(r.method, r.url.path) for r in sent]
+        assert sum(r.url.path.endswith("/blobs") for r in sent) == 0
+
+        for turn in range(2, 12):
+            graph.invoke(say(turn), config)
+        sent.clear()
+        graph.invoke(say(12), config)  # the thread's events are more than a page now
+        assert len(sent) == 7, [(r.method, r.url.path) for r in sent]
+
+        sent.clear()
+        latest = saver.get_tuple(config)
+        assert len(sent) == 2
+        sent.clear()
+        # A checkpoint with a new message: its blobs go with its event.
+        before = latest.checkpoint
+        version = saver.get_next_version(before["channel_versions"]["messages"], None)
+        messages = [*before["channel_values"]["messages"], AIMessage("ok " * 300, id="ai-x")]
+        step = {
+            **before,
+            "id": str(uuid6(clock_seq=99)),
+            "channel_values": {**before["channel_values"], "messages": messages},
+            "channel_versions": {**before["channel_versions"], "messages": version},
+        }
+        saver.put(latest.config, step, {"source": "update", "step": 99}, {"messages": version})
+        assert [(r.method, r.url.path.rsplit("/", 1)[-1]) for r in sent] == [("POST", "events")]
+        assert saver.get_tuple(config).checkpoint["channel_values"]["messages"] == messages

@@ -169,7 +169,11 @@ def test_an_unchanged_channel_is_not_sent_again(sb, namespace):
     sb._send = counting
     big = "a large document " * 2000  # 34 KB
     first = put(saver, "t", {"doc": big, "n": 1}, {"doc": 1, "n": 1})
-    assert sum(size for path, size in sent if path.endswith("/blobs")) > len(big)
+    # The value goes with the checkpoint's event: one request.
+    assert [path for path, _ in sent if "/sessions/{session_id}" in path] == [
+        "/sessions/{session_id}/events"
+    ]
+    assert sum(size for path, size in sent if path.endswith("/events")) > len(big)
     sent.clear()
     second = put(saver, "t", {"doc": big, "n": 2}, {"doc": 1, "n": 2}, parent=first, new={"n": 2})
     assert not [path for path, _ in sent if path.endswith("/blobs")]
