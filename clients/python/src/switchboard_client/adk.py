@@ -19,6 +19,12 @@ How ADK's model is kept (docs/adapters/adk.md says the same for users):
   (an event with neither, e.g. state only); each carries the whole ADK event as JSON under
   `adk`, so get_session returns events equal to the ones appended. Its state delta rides in the
   same append as a `state` event.
+- An ADK event whose Switchboard event would be over the server's event size limit (a tool's
+  large response: ADK's own stores take any size) is kept in the session's blobs (store_value:
+  pieces of 256 KiB); its event shows the same kind, role and author, each field cut to its
+  first 2,000 characters, and `adk_in_blobs` (the event's id, timestamp, size in bytes and blob
+  names), which get_session follows to return the event as appended. A fork reads them through
+  its parent (a session's blobs are its ancestors' too); they go when the session is deleted.
 - ADK state replaces per key and keeps `None`; a working-state patch (RFC 7386) deletes a key
   set to null and merges objects. So each value is stored wrapped in a one-element list,
   `{"adk_state": {"key": [value]}}`: a list replaces whole, so the patch replaces per key and
@@ -64,7 +70,7 @@ from . import models as m
 from ._adapters import SESSION_PREFIX, async_client, namespaced, session_reference
 from ._async_client import AsyncClient
 from ._sync_client import Client
-from .errors import Conflict, NotFound, SwitchboardError
+from .errors import Conflict, NotFound, PayloadTooLarge, SwitchboardError
 
 __all__ = ["HandoffUnanswered", "SwitchboardSessionService", "ask_person"]
 
@@ -78,6 +84,15 @@ _EVENT_KINDS = ("message", "tool_call", "tool_result", "note")
 _PAGE = 1000
 # The most events GET /sessions?include=events gives per session (its events_limit).
 _LISTED_EVENTS = 200
+# The server's default SWITCHBOARD_MAX_EVENT_BYTES, the most content an event may have. The API
+# does not say the server's setting, so a service assumes the default; a server set lower
+# refuses the append naming its limit (413, detail.limit), and the service uses that from then
+# on, storing in blobs what is over it and appending again.
+DEFAULT_EVENT_BYTES = 256 * 1024
+# Where an ADK event kept in blobs is named, in the content of its Switchboard event.
+_STORED = "adk_in_blobs"
+# Characters of each field an event kept in blobs shows.
+_PREVIEW_CHARS = 2000
 
 Scope = Literal["session", "app_state", "user_state"]
 
@@ -101,6 +116,8 @@ class SwitchboardSessionService(BaseSessionService):
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
         # Switchboard ids of the app- and user-state sessions opened here (never deleted).
         self._shared_ids: dict[str, str] = {}
+        # Content bytes above which an ADK event goes to blobs (DEFAULT_EVENT_BYTES).
+        self._event_bytes = DEFAULT_EVENT_BYTES
 
     async def close(self) -> None:
         """Close the AsyncClient this service made (not one it was given)."""
@@ -351,15 +368,26 @@ class SwitchboardSessionService(BaseSessionService):
             key = f"adk:{event.id}:{digest}"[:190]
             readable = _readable(event, data)
             readable["idempotency_key"] = key
-            batch: list[m.EventIn] = [
-                readable,
-                {
-                    "kind": "state",
-                    "content": {_STATE: _wrap(deltas["session"]), _UPDATED: event.timestamp},
-                    "idempotency_key": key + ":state",
-                },
-            ]
-            written = await self._append_unless_stale(session, switchboard_id, batch, head)
+            state: m.EventIn = {
+                "kind": "state",
+                "content": {_STATE: _wrap(deltas["session"]), _UPDATED: event.timestamp},
+                "idempotency_key": key + ":state",
+            }
+            while True:
+                if _content_bytes(readable["content"]) > self._event_bytes:
+                    readable = await self._in_blobs(session, switchboard_id, readable, data)
+                try:
+                    written = await self._append_unless_stale(
+                        session, switchboard_id, [readable, state], head
+                    )
+                    break
+                except PayloadTooLarge as error:
+                    # A server set lower than DEFAULT_EVENT_BYTES: its limit from now on
+                    # (nothing of the refused batch was written).
+                    limit = _refused_limit(error)
+                    if limit is None or limit >= self._event_bytes:
+                        raise
+                    self._event_bytes = limit
             if all(e.replayed for e in written.events) and any(
                 e == event for e in session.events if e.id == event.id
             ):
@@ -371,6 +399,29 @@ class SwitchboardSessionService(BaseSessionService):
             session.last_update_time = event.timestamp
             await self._write_shared(session.app_name, session.user_id, deltas)
         return self._commit_event_to_session(session, event)
+
+    async def _in_blobs(
+        self, session: Session, switchboard_id: str, readable: m.EventIn, data: dict[str, Any]
+    ) -> m.EventIn:
+        """`readable` with the ADK event (`data`) kept in the session's blobs: its fields cut,
+        and the blob names under _STORED."""
+        raw = json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
+        try:
+            names = await self.client.store_value(switchboard_id, raw)
+        except NotFound as error:
+            raise SessionNotFoundError(f"Session {session.id} not found.") from error
+        content: dict[str, Any] = {
+            name: _preview(value, len(raw))
+            for name, value in readable.get("content", {}).items()
+            if name != "adk"
+        }
+        content[_STORED] = {
+            "id": data.get("id"),
+            "timestamp": data.get("timestamp"),
+            "bytes": len(raw),
+            "blobs": names,
+        }
+        return {**readable, "content": content}
 
     async def _append_unless_stale(
         self, session: Session, switchboard_id: str, batch: list[m.EventIn], head: int | None
@@ -408,7 +459,8 @@ class SwitchboardSessionService(BaseSessionService):
         after the newest one older than `after` (as InMemorySessionService filters). `first`:
         the session as listed with its last events (include_events), read before asking for
         more."""
-        newest_first: list[Event] = []
+        # Events kept in blobs wait as their _STORED marker, all loaded in one look-up at the end.
+        newest_first: list[Event | dict[str, Any]] = []
         before: int | None = None
         while limit is None or len(newest_first) < limit:
             page: _TailPage | m.EventSlice
@@ -423,20 +475,41 @@ class SwitchboardSessionService(BaseSessionService):
                     kind=_EVENT_KINDS,
                     limit=_PAGE if limit is None else min(_PAGE, limit - len(newest_first) + 8),
                 )
+            ended = False
             for stored in page.events:
                 data = stored.content.get("adk")
-                if not isinstance(data, dict):
+                marker = stored.content.get(_STORED)
+                found: Event | dict[str, Any]
+                if isinstance(data, dict):
+                    found = Event.model_validate(data)
+                    timestamp = found.timestamp
+                elif isinstance(marker, dict):
+                    found, timestamp = marker, float(marker["timestamp"])
+                else:
                     continue  # written by someone else (an operator's message): not ADK's
-                event = Event.model_validate(data)
-                if after is not None and event.timestamp < after:
-                    return newest_first[::-1]
-                newest_first.append(event)
+                if after is not None and timestamp < after:
+                    ended = True
+                    break
+                newest_first.append(found)
                 if limit is not None and len(newest_first) == limit:
                     break
-            if not page.has_more or not page.events:
+            if ended or not page.has_more or not page.events:
                 break
             before = page.events[-1].seq
-        return newest_first[::-1]
+        return await self._loaded(switchboard_id, newest_first[::-1])
+
+    async def _loaded(
+        self, switchboard_id: str, found: list[Event | dict[str, Any]]
+    ) -> list[Event]:
+        """`found` with each _STORED marker replaced by the event its blobs hold."""
+        names = [name for f in found if isinstance(f, dict) for name in f["blobs"]]
+        loaded = dict(zip(names, await self.client.load_blobs(switchboard_id, names), strict=True))
+        return [
+            Event.model_validate_json(b"".join(loaded[name] for name in f["blobs"]))
+            if isinstance(f, dict)
+            else f
+            for f in found
+        ]
 
     # --- app: and user: state ------------------------------------------------------------------
 
@@ -545,6 +618,29 @@ class SwitchboardSessionService(BaseSessionService):
 
 
 # --- Encoding ----------------------------------------------------------------------------------
+
+
+def _content_bytes(content: Any) -> int:
+    """An event content's size as the server counts it against its limit: compact JSON with
+    every non-ASCII character escaped."""
+    return len(json.dumps(content, separators=(",", ":")))
+
+
+def _refused_limit(error: PayloadTooLarge) -> int | None:
+    """The event limit a refusal names (detail: index, limit, size); None for a body refused
+    whole (no index) or an answer without it."""
+    detail = error.detail if isinstance(error.detail, dict) else {}
+    limit = detail.get("limit")
+    return limit if "index" in detail and isinstance(limit, int) else None
+
+
+def _preview(value: Any, size: int) -> Any:
+    """A field of an event kept in blobs, as its Switchboard event shows it: cut to its first
+    _PREVIEW_CHARS characters (as JSON text, when not a string), saying where the rest is."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    if len(text) <= _PREVIEW_CHARS:
+        return value
+    return f"{text[:_PREVIEW_CHARS]}… [cut: the whole event, {size} bytes, is in the blobs]"
 
 
 def _tail_size(wanted: int | None) -> int:

@@ -14,6 +14,13 @@ event an operator reads on the session page: a `message` (role and `text`) for a
 `tool_call` / `tool_result` for a tool call and its output, a `note` for anything else; the
 SDK's own JSON of the item rides in the event's content (`item`), and is what get_items returns.
 
+An item whose event would be over the server's event size limit (a tool's large output: the SDK's
+own stores take any size) is kept in the session's blobs (store_value: pieces of 256 KiB) and
+its event holds what an operator reads instead: the same kind and role, each field cut to its
+first 2,000 characters, and `item_in_blobs` (the item's type and role, its size in bytes, the
+blob names), which reads follow to return the item exactly as added. A fork reads them through
+its parent (a session's blobs are its ancestors' too); they go when the session is deleted.
+
 The log is append-only, so removals are events too, which reads fold:
 - `pop_item` appends a `note` dropping the newest item (`drop`: its seq). It is conditioned on
   the head the read saw (`expected_head_seq`): when another writer got in first (409
@@ -51,7 +58,7 @@ from . import models as m
 from ._adapters import namespaced, session_reference
 from ._async_client import AsyncClient
 from ._sync_client import Client
-from .errors import Conflict, NotFound
+from .errors import Conflict, NotFound, PayloadTooLarge
 
 __all__ = ["SwitchboardSession", "approve_in_switchboard"]
 
@@ -60,8 +67,19 @@ ITEM_KEY = KEY_PREFIX + "item:"
 DROP_KEY = KEY_PREFIX + "drop:"
 CLEAR_KEY = KEY_PREFIX + "clear:"
 
-# Items per append request: a batch's body stays well under the server's request limit.
+# Items per append request, and bytes of content (as _content_bytes counts them: at least the
+# UTF-8 bytes sent): three events at the event limit, a body under the server's default 1 MiB.
 _APPEND_BATCH = 200
+_APPEND_BYTES = 768 * 1024
+# The server's default SWITCHBOARD_MAX_EVENT_BYTES, the most content an event may have. The API
+# does not say the server's setting, so a session assumes the default; a server set lower
+# refuses the append naming its limit (413, detail.limit), and the session uses that from then
+# on, storing in blobs what is over it and appending again.
+DEFAULT_EVENT_BYTES = 256 * 1024
+# Where an item kept in blobs is named, in the content of its event.
+STORED = "item_in_blobs"
+# Characters of each field an event of an item kept in blobs shows.
+_PREVIEW_CHARS = 2000
 # The most events one read asks for (the API's limit).
 _PAGE = 1000
 # The most events GET /sessions?include=events gives per session (its events_limit).
@@ -113,6 +131,8 @@ class SwitchboardSession:
         )
         # The Switchboard session's id, once found or opened.
         self._sid: str | None = None
+        # Content bytes above which an item's event goes to blobs (DEFAULT_EVENT_BYTES).
+        self._event_bytes = DEFAULT_EVENT_BYTES
 
     # --- The client --------------------------------------------------------------------------
 
@@ -201,20 +221,25 @@ class SwitchboardSession:
             self._sid = listed.id
             try:
                 fresh = await _Tail.read(self, listed.id, wanted, first=listed)
-                return [event.content["item"] for event in fresh.items]
+                return await self._items(listed.id, fresh.items)
             except NotFound:
                 self._sid = None  # deleted while paging back: looked up again below
-        tail = await self._retrying_gone(lambda sid: _Tail.read(self, sid, wanted), create=False)
-        return [] if tail is None else [event.content["item"] for event in tail.items]
+
+        async def read(sid: str) -> list[TResponseInputItem]:
+            return await self._items(sid, (await _Tail.read(self, sid, wanted)).items)
+
+        return await self._retrying_gone(read, create=False) or []
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         if not items:
             return
-        events = item_events(items)
 
         async def append(sid: str) -> None:
-            for start in range(0, len(events), _APPEND_BATCH):
-                await self._client().append(sid, events[start : start + _APPEND_BATCH])
+            events = await self._item_events(sid, items)
+            start = 0
+            for end in _batch_ends(events):
+                await self._append_items(sid, items[start:end], events[start:end])
+                start = end
 
         await self._retrying_gone(append, create=True)
 
@@ -227,9 +252,10 @@ class SwitchboardSession:
                 if not tail.items:
                     return None
                 newest = tail.items[-1]
+                (item,) = await self._items(sid, [newest])
                 note = drop_event([newest.seq], "popped")
                 await self._client().append(sid, [note], expected_head_seq=tail.head_seq)
-                return cast(TResponseInputItem, newest.content["item"])
+                return item
 
             return await _conditioned(attempt)
 
@@ -262,7 +288,7 @@ class SwitchboardSession:
         if sid is None:
             return _CompactionSnapshot([], True, _nothing_to_replace)
         tail = await _Tail.read(self, sid, limit)
-        items = [cast(TResponseInputItem, e.content["item"]) for e in tail.items]
+        items = await self._items(sid, tail.items)
 
         async def replace_suffix(start: int, output: list[TResponseInputItem]) -> bool:
             replaced = tail.items[start:]
@@ -271,9 +297,12 @@ class SwitchboardSession:
             dropped = [event.seq for event in replaced]
             if prune_prefix is not None:
                 dropped = await self._expired_prefix(sid, replaced[0].seq, prune_prefix) + dropped
-            batch = [drop_event(dropped, "compacted"), *item_events(output)]
+            note = drop_event(dropped, "compacted")
             try:
-                await self._client().append(sid, batch, expected_head_seq=tail.head_seq)
+                events = await self._item_events(sid, output)
+                await self._append_items(
+                    sid, output, events, first=note, expected_head_seq=tail.head_seq
+                )
             except Conflict as error:
                 if error.code == "head_seq_mismatch":
                     return False
@@ -289,10 +318,130 @@ class SwitchboardSession:
         everything = await _Tail.read(self, sid, None, before_seq=before_seq)
         seqs: list[int] = []
         for event in everything.items:
-            if not expired(cast(TResponseInputItem, event.content["item"])):
+            (item,) = await self._items(sid, [event])
+            if not expired(item):
                 break
             seqs.append(event.seq)
         return seqs
+
+    # --- Items over the event size limit -----------------------------------------------------
+
+    async def _item_events(
+        self, sid: str, items: Sequence[TResponseInputItem], keys: Sequence[str] = ()
+    ) -> list[m.EventIn]:
+        """item_events(items) (with these idempotency keys, when given), each item whose event
+        is over the event limit stored in the session's blobs: its event shows a preview."""
+        events = item_events(items)
+        for position, (item, event) in enumerate(zip(items, events, strict=True)):
+            if keys:
+                event["idempotency_key"] = keys[position]
+            if _content_bytes(event["content"]) > self._event_bytes:
+                events[position] = await self._in_blobs(sid, _as_dict(item), event)
+        return events
+
+    async def _in_blobs(self, sid: str, item: dict[str, Any], event: m.EventIn) -> m.EventIn:
+        data = json.dumps(item, ensure_ascii=False, separators=(",", ":")).encode()
+        names = await self._client().store_value(sid, data)
+        content: m.JsonObject = {
+            name: _preview(value, len(data))
+            for name, value in event.get("content", {}).items()
+            if name != "item"
+        }
+        stored: m.JsonObject = {"bytes": len(data), "blobs": names}
+        for field in ("type", "role"):
+            if item.get(field) is not None:
+                stored[field] = item[field]
+        content[STORED] = stored
+        return {**event, "content": content}
+
+    async def _append_items(
+        self,
+        sid: str,
+        items: Sequence[TResponseInputItem],
+        events: list[m.EventIn],
+        *,
+        first: m.EventIn | None = None,
+        expected_head_seq: int | None = None,
+    ) -> None:
+        """One append of `first` and the items' `events`. When the server refuses an event as
+        over its limit (set lower than DEFAULT_EVENT_BYTES), the session takes that limit and
+        appends again, what is over it now in blobs (nothing of a refused batch was written)."""
+        while True:
+            batch = [first, *events] if first is not None else events
+            try:
+                await self._client().append(sid, batch, expected_head_seq=expected_head_seq)
+                return
+            except PayloadTooLarge as error:
+                limit = _refused_limit(error)
+                if limit is None or limit >= self._event_bytes:
+                    raise
+                self._event_bytes = limit
+                keys = [str(event.get("idempotency_key")) for event in events]
+                events = await self._item_events(sid, items, keys)
+
+    async def _items(self, sid: str, events: Sequence[m.Event]) -> list[TResponseInputItem]:
+        """The items `events` carry, oldest first; those kept in blobs loaded in one look-up
+        (through the session's ancestors too: a fork reads its parent's)."""
+        names = [
+            name
+            for event in events
+            if "item" not in event.content
+            for name in _stored(event).get("blobs", ())
+        ]
+        loaded = dict(zip(names, await self._client().load_blobs(sid, names), strict=True))
+        items: list[TResponseInputItem] = []
+        for event in events:
+            if "item" in event.content:
+                items.append(cast(TResponseInputItem, event.content["item"]))
+            else:
+                data = b"".join(loaded[name] for name in _stored(event)["blobs"])
+                items.append(cast(TResponseInputItem, json.loads(data)))
+        return items
+
+
+def _content_bytes(content: Any) -> int:
+    """An event content's size as the server counts it against its limit: compact JSON with
+    every non-ASCII character escaped."""
+    return len(json.dumps(content, separators=(",", ":")))
+
+
+def _refused_limit(error: PayloadTooLarge) -> int | None:
+    """The event limit a refusal names (detail: index, limit, size); None for a body refused
+    whole (no index) or an answer without it."""
+    detail = error.detail if isinstance(error.detail, dict) else {}
+    limit = detail.get("limit")
+    return limit if "index" in detail and isinstance(limit, int) else None
+
+
+def _batch_ends(events: Sequence[m.EventIn]) -> list[int]:
+    """Where each append of `events` ends: at most _APPEND_BATCH events and _APPEND_BYTES of
+    content each (one larger event alone)."""
+    ends: list[int] = []
+    count = size = 0
+    for position, event in enumerate(events):
+        grown = _content_bytes(event.get("content", {}))
+        if count and (count == _APPEND_BATCH or size + grown > _APPEND_BYTES):
+            ends.append(position)
+            count = size = 0
+        count += 1
+        size += grown
+    return [*ends, len(events)]
+
+
+def _stored(event: m.Event) -> dict[str, Any]:
+    stored = event.content.get(STORED)
+    if not isinstance(stored, dict):
+        raise ValueError(f"the event at seq {event.seq} holds no item")
+    return stored
+
+
+def _preview(value: Any, size: int) -> Any:
+    """A field of an item's event, as an item kept in blobs shows it: cut to its first
+    _PREVIEW_CHARS characters (as JSON text, when not a string), saying where the rest is."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    if len(text) <= _PREVIEW_CHARS:
+        return value
+    return f"{text[:_PREVIEW_CHARS]}… [cut: the whole item, {size} bytes, is in the blobs]"
 
 
 async def _nothing_to_replace(start: int, output: list[TResponseInputItem]) -> bool:
