@@ -24,11 +24,13 @@ import re
 from typing import Any
 
 from django.core.asgi import get_asgi_application
-from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 # Django must be set up before anything imports models (the consumers do).
 django_asgi_app = get_asgi_application()
+
+from config.handlers import get_wsgi_application  # noqa: E402
+
 django_wsgi_app = get_wsgi_application()
 
 from asgiref.sync import SyncToAsync  # noqa: E402

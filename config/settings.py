@@ -183,6 +183,19 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     "config.middleware.DashboardDomainErrorMiddleware",
 ]
+# Left out of the stack that serves the agent API (config/handlers.py): an API request carries
+# an API key, not a session, is exempt from CSRF, and is answered in JSON, never a page.
+# Nothing that sets a header is here.
+SWITCHBOARD_DASHBOARD_ONLY_MIDDLEWARE = [
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "config.middleware.FriendlyNotFoundMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    "config.middleware.DashboardDomainErrorMiddleware",
+]
 
 ROOT_URLCONF = "config.urls"
 ASGI_APPLICATION = "config.asgi.application"

@@ -7,9 +7,9 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
-from django.core.wsgi import get_wsgi_application
-
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+from config.handlers import get_wsgi_application  # noqa: E402  (after the settings module is set)
 
 django_application = get_wsgi_application()
 
