@@ -68,8 +68,7 @@ def test_a_look_up_by_external_ids_pages_and_composes_like_any_list(api, project
     adapters' every open): newest first, a cursor past `limit`, and other filters still
     applied when given."""
     made = [
-        make_session(project, external_id=f"t-{n}", metadata={"app": "x", "n": n})
-        for n in range(5)
+        make_session(project, external_id=f"t-{n}", metadata={"app": "x", "n": n}) for n in range(5)
     ]
     make_session(project, external_id="other")
     request_handoff(made[1], kind="question", payload={"question": "?"}, actor=TESTER)
