@@ -20,8 +20,9 @@ How ADK's model is kept (docs/adapters/adk.md says the same for users):
   `adk`, so get_session returns events equal to the ones appended. Its state delta rides in the
   same append as a `state` event.
 - An ADK event whose Switchboard event would be over the server's event size limit (a tool's
-  large response: ADK's own stores take any size) is kept in the session's blobs (store_value:
-  pieces of 256 KiB); its event shows the same kind, role and author, each field cut to its
+  large response: ADK's own stores take any size) is kept in the session's blobs, in pieces of
+  256 KiB sent with the append that writes its event (or stored just before it when too large
+  for one request); its event shows the same kind, role and author, each field cut to its
   first 2,000 characters, and `adk_in_blobs` (the event's id, timestamp, size in bytes and blob
   names), which get_session follows to return the event as appended. A fork reads them through
   its parent (a session's blobs are its ancestors' too); they go when the session is deleted.
@@ -69,6 +70,7 @@ from google.genai import types
 from . import models as m
 from ._adapters import SESSION_PREFIX, async_client, namespaced, session_reference
 from ._async_client import AsyncClient
+from ._core import PIECE_SIZE
 from ._sync_client import Client
 from .errors import Conflict, NotFound, PayloadTooLarge, SwitchboardError
 
@@ -373,12 +375,13 @@ class SwitchboardSessionService(BaseSessionService):
                 "content": {_STATE: _wrap(deltas["session"]), _UPDATED: event.timestamp},
                 "idempotency_key": key + ":state",
             }
+            pieces: list[bytes] = []
             while True:
                 if _content_bytes(readable["content"]) > self._event_bytes:
-                    readable = await self._in_blobs(session, switchboard_id, readable, data)
+                    readable, pieces = _in_blobs(readable, data)
                 try:
                     written = await self._append_unless_stale(
-                        session, switchboard_id, [readable, state], head
+                        session, switchboard_id, [readable, state], head, pieces
                     )
                     break
                 except PayloadTooLarge as error:
@@ -400,39 +403,24 @@ class SwitchboardSessionService(BaseSessionService):
             await self._write_shared(session.app_name, session.user_id, deltas)
         return self._commit_event_to_session(session, event)
 
-    async def _in_blobs(
-        self, session: Session, switchboard_id: str, readable: m.EventIn, data: dict[str, Any]
-    ) -> m.EventIn:
-        """`readable` with the ADK event (`data`) kept in the session's blobs: its fields cut,
-        and the blob names under _STORED."""
-        raw = json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
-        try:
-            names = await self.client.store_value(switchboard_id, raw)
-        except NotFound as error:
-            raise SessionNotFoundError(f"Session {session.id} not found.") from error
-        content: dict[str, Any] = {
-            name: _preview(value, len(raw))
-            for name, value in readable.get("content", {}).items()
-            if name != "adk"
-        }
-        content[_STORED] = {
-            "id": data.get("id"),
-            "timestamp": data.get("timestamp"),
-            "bytes": len(raw),
-            "blobs": names,
-        }
-        return {**readable, "content": content}
-
     async def _append_unless_stale(
-        self, session: Session, switchboard_id: str, batch: list[m.EventIn], head: int | None
+        self,
+        session: Session,
+        switchboard_id: str,
+        batch: list[m.EventIn],
+        head: int | None,
+        blobs: list[bytes],
     ) -> m.AppendResult:
-        """Append `batch` at `head`; StaleSessionError when someone else wrote since. Artifacts
+        """Append `batch` at `head`, with the `blobs` its events name (stored with them);
+        StaleSessionError when someone else wrote since. Artifacts
         are not part of an ADK Session: when only `artifact` events came after `head` (a tool's
         save_artifact through SwitchboardArtifactService, between the session's last append
         and this one), the batch goes after them."""
         while True:
             try:
-                return await self.client.append(switchboard_id, batch, expected_head_seq=head)
+                return await self.client.append(
+                    switchboard_id, batch, expected_head_seq=head, blobs=blobs
+                )
             except Conflict as error:
                 if error.code != "head_seq_mismatch" or head is None:
                     raise
@@ -618,6 +606,25 @@ class SwitchboardSessionService(BaseSessionService):
 
 
 # --- Encoding ----------------------------------------------------------------------------------
+
+
+def _in_blobs(readable: m.EventIn, data: dict[str, Any]) -> tuple[m.EventIn, list[bytes]]:
+    """The ADK event (`data`) as JSON in pieces, and `readable` with its fields cut, naming
+    them under _STORED."""
+    raw = json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
+    pieces = [raw[i : i + PIECE_SIZE] for i in range(0, len(raw), PIECE_SIZE)]
+    content: dict[str, Any] = {
+        name: _preview(value, len(raw))
+        for name, value in readable.get("content", {}).items()
+        if name != "adk"
+    }
+    content[_STORED] = {
+        "id": data.get("id"),
+        "timestamp": data.get("timestamp"),
+        "bytes": len(raw),
+        "blobs": [hashlib.sha256(piece).hexdigest() for piece in pieces],
+    }
+    return {**readable, "content": content}, pieces
 
 
 def _content_bytes(content: Any) -> int:

@@ -14,9 +14,10 @@ event an operator reads on the session page: a `message` (role and `text`) for a
 `tool_call` / `tool_result` for a tool call and its output, a `note` for anything else; the
 SDK's own JSON of the item rides in the event's content (`item`), and is what get_items returns.
 
-An item whose event would be over the server's event size limit (a tool's large output: the SDK's
-own stores take any size) is kept in the session's blobs (store_value: pieces of 256 KiB) and
-its event holds what an operator reads instead: the same kind and role, each field cut to its
+An item whose event would be over the server's event size limit (a tool's large output: the
+SDK's own stores take any size) is kept in the session's blobs, in pieces of 256 KiB sent with
+the append that writes its event (or stored just before it when too large for one request).
+Its event holds what an operator reads instead: the same kind and role, each field cut to its
 first 2,000 characters, and `item_in_blobs` (the item's type and role, its size in bytes, the
 blob names), which reads follow to return the item exactly as added. A fork reads them through
 its parent (a session's blobs are its ancestors' too); they go when the session is deleted.
@@ -39,6 +40,7 @@ no more than the last `limit` items (plus the removals among them).
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import random
 import uuid
@@ -57,6 +59,7 @@ from agents.memory.session_settings import (
 from . import models as m
 from ._adapters import namespaced, session_reference
 from ._async_client import AsyncClient
+from ._core import PIECE_SIZE
 from ._sync_client import Client
 from .errors import Conflict, NotFound, PayloadTooLarge
 
@@ -235,10 +238,10 @@ class SwitchboardSession:
             return
 
         async def append(sid: str) -> None:
-            events = await self._item_events(sid, items)
+            encoded = self._item_events(items)
             start = 0
-            for end in _batch_ends(events):
-                await self._append_items(sid, items[start:end], events[start:end])
+            for end in _batch_ends([event for event, _ in encoded]):
+                await self._append_items(sid, items[start:end], encoded[start:end])
                 start = end
 
         await self._retrying_gone(append, create=True)
@@ -299,9 +302,12 @@ class SwitchboardSession:
                 dropped = await self._expired_prefix(sid, replaced[0].seq, prune_prefix) + dropped
             note = drop_event(dropped, "compacted")
             try:
-                events = await self._item_events(sid, output)
                 await self._append_items(
-                    sid, output, events, first=note, expected_head_seq=tail.head_seq
+                    sid,
+                    output,
+                    self._item_events(output),
+                    first=note,
+                    expected_head_seq=tail.head_seq,
                 )
             except Conflict as error:
                 if error.code == "head_seq_mismatch":
@@ -326,58 +332,53 @@ class SwitchboardSession:
 
     # --- Items over the event size limit -----------------------------------------------------
 
-    async def _item_events(
-        self, sid: str, items: Sequence[TResponseInputItem], keys: Sequence[str] = ()
-    ) -> list[m.EventIn]:
-        """item_events(items) (with these idempotency keys, when given), each item whose event
-        is over the event limit stored in the session's blobs: its event shows a preview."""
-        events = item_events(items)
-        for position, (item, event) in enumerate(zip(items, events, strict=True)):
+    def _item_events(
+        self, items: Sequence[TResponseInputItem], keys: Sequence[str] = ()
+    ) -> list[tuple[m.EventIn, list[bytes]]]:
+        """item_events(items) (with these idempotency keys, when given), each with the blobs
+        it names: an item whose event is over the event limit goes in pieces, its event a
+        preview naming them."""
+        encoded: list[tuple[m.EventIn, list[bytes]]] = []
+        for position, (item, event) in enumerate(zip(items, item_events(items), strict=True)):
             if keys:
                 event["idempotency_key"] = keys[position]
             if _content_bytes(event["content"]) > self._event_bytes:
-                events[position] = await self._in_blobs(sid, _as_dict(item), event)
-        return events
-
-    async def _in_blobs(self, sid: str, item: dict[str, Any], event: m.EventIn) -> m.EventIn:
-        data = json.dumps(item, ensure_ascii=False, separators=(",", ":")).encode()
-        names = await self._client().store_value(sid, data)
-        content: m.JsonObject = {
-            name: _preview(value, len(data))
-            for name, value in event.get("content", {}).items()
-            if name != "item"
-        }
-        stored: m.JsonObject = {"bytes": len(data), "blobs": names}
-        for field in ("type", "role"):
-            if item.get(field) is not None:
-                stored[field] = item[field]
-        content[STORED] = stored
-        return {**event, "content": content}
+                encoded.append(_in_blobs(_as_dict(item), event))
+            else:
+                encoded.append((event, []))
+        return encoded
 
     async def _append_items(
         self,
         sid: str,
         items: Sequence[TResponseInputItem],
-        events: list[m.EventIn],
+        encoded: list[tuple[m.EventIn, list[bytes]]],
         *,
         first: m.EventIn | None = None,
         expected_head_seq: int | None = None,
     ) -> None:
-        """One append of `first` and the items' `events`. When the server refuses an event as
-        over its limit (set lower than DEFAULT_EVENT_BYTES), the session takes that limit and
-        appends again, what is over it now in blobs (nothing of a refused batch was written)."""
+        """One append of `first` and the items' events, with the blobs they name (the client
+        stores those first when they do not fit in the request). When the server refuses an
+        event as over its limit (set lower than DEFAULT_EVENT_BYTES), the session takes that
+        limit and appends again, what is over it now in blobs (nothing of a refused append
+        was written)."""
         while True:
+            events = [event for event, _ in encoded]
+            blobs = [piece for _, pieces in encoded for piece in pieces]
             batch = [first, *events] if first is not None else events
             try:
-                await self._client().append(sid, batch, expected_head_seq=expected_head_seq)
+                await self._client().append(
+                    sid, batch, expected_head_seq=expected_head_seq, blobs=blobs
+                )
                 return
             except PayloadTooLarge as error:
                 limit = _refused_limit(error)
                 if limit is None or limit >= self._event_bytes:
                     raise
                 self._event_bytes = limit
-                keys = [str(event.get("idempotency_key")) for event in events]
-                events = await self._item_events(sid, items, keys)
+                encoded = self._item_events(
+                    items, [str(event.get("idempotency_key")) for event in events]
+                )
 
     async def _items(self, sid: str, events: Sequence[m.Event]) -> list[TResponseInputItem]:
         """The items `events` carry, oldest first; those kept in blobs loaded in one look-up
@@ -397,6 +398,26 @@ class SwitchboardSession:
                 data = b"".join(loaded[name] for name in _stored(event)["blobs"])
                 items.append(cast(TResponseInputItem, json.loads(data)))
         return items
+
+
+def _in_blobs(item: dict[str, Any], event: m.EventIn) -> tuple[m.EventIn, list[bytes]]:
+    """The item's JSON in pieces, and `event` showing a preview of it that names them."""
+    data = json.dumps(item, ensure_ascii=False, separators=(",", ":")).encode()
+    pieces = [data[i : i + PIECE_SIZE] for i in range(0, len(data), PIECE_SIZE)]
+    content: m.JsonObject = {
+        name: _preview(value, len(data))
+        for name, value in event.get("content", {}).items()
+        if name != "item"
+    }
+    stored: m.JsonObject = {
+        "bytes": len(data),
+        "blobs": [hashlib.sha256(piece).hexdigest() for piece in pieces],
+    }
+    for field in ("type", "role"):
+        if item.get(field) is not None:
+            stored[field] = item[field]
+    content[STORED] = stored
+    return {**event, "content": content}, pieces
 
 
 def _content_bytes(content: Any) -> int:

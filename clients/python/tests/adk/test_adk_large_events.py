@@ -8,7 +8,9 @@ import asyncio
 import hashlib
 import json
 
+import pytest
 from django.test import Client as PageClient
+from google.adk.errors import StaleSessionError
 from google.adk.events.event import Event
 from google.adk.sessions.base_session_service import GetSessionConfig
 from google.genai import types
@@ -196,8 +198,8 @@ def test_a_small_event_costs_the_requests_it_did(server_url, api_key):
     )
     assert small == ["POST events"]
     assert read == ["GET sessions"]
-    # A large one: which pieces the session lacks, the pieces, then its event.
-    assert large == ["POST lookup", "POST blobs", "POST events"]
+    # A large one: which pieces the session lacks, then its event with them.
+    assert large == ["POST lookup", "POST events"]
     assert read_large == ["GET sessions", "POST lookup"]
 
 
@@ -245,3 +247,26 @@ def test_a_server_set_lower_than_the_default_is_followed(server_url, api_key):
         run(url, api_key, scenario)
         got = run(url, api_key, read)
     assert dumped(got.events) == dumped(events)
+
+
+def test_a_stale_writer_of_a_large_event_stores_none_of_it(server_url, api_key):
+    """The pieces go with the append that writes the event (one request up to about 800 KiB):
+    an append refused as stale leaves none of them behind."""
+    big = tool_response(300 * 1024)
+    data = big.model_dump(exclude_none=True, mode="json")
+    raw = json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
+    names = [hashlib.sha256(raw[i : i + 256 * 1024]).hexdigest() for i in (0, 256 * 1024)]
+
+    async def scenario(service, client):
+        first = await service.create_session(app_name="app", user_id="u", session_id="s1")
+        second = await service.get_session(app_name="app", user_id="u", session_id="s1")
+        await service.append_event(first, said("first"))
+        with pytest.raises(StaleSessionError):
+            await service.append_event(second, big)
+        sid = (await client.find_session(REF)).id
+        missing = await client.missing_blobs(sid, names)
+        await service.append_event(first, big)
+        return missing, await client.missing_blobs(sid, names)
+
+    before, after = run(server_url, api_key, scenario)
+    assert before == names and after == []

@@ -172,8 +172,8 @@ def test_a_small_item_costs_the_requests_it_did(server_url, oa_key, namespace):
     assert read == ["GET events"]
     assert fresh == ["GET sessions"]
     assert pop == ["GET events", "POST events"]
-    # A large one: which pieces the session lacks, the pieces, then its event.
-    assert large == ["POST lookup", "POST blobs", "POST events"]
+    # A large one: which pieces the session lacks, then its event with them.
+    assert large == ["POST lookup", "POST events"]
     assert read_large == ["GET events", "POST lookup"]
 
 
