@@ -68,7 +68,16 @@ from google.adk.sessions.state import State
 from google.genai import types
 
 from . import models as m
-from ._adapters import SESSION_PREFIX, async_client, namespaced, session_reference
+from ._adapters import (
+    DEFAULT_EVENT_BYTES,
+    SESSION_PREFIX,
+    async_client,
+    content_bytes,
+    namespaced,
+    preview,
+    refused_limit,
+    session_reference,
+)
 from ._async_client import AsyncClient
 from ._core import PIECE_SIZE
 from ._sync_client import Client
@@ -86,15 +95,8 @@ _EVENT_KINDS = ("message", "tool_call", "tool_result", "note")
 _PAGE = 1000
 # The most events GET /sessions?include=events gives per session (its events_limit).
 _LISTED_EVENTS = 200
-# The server's default SWITCHBOARD_MAX_EVENT_BYTES, the most content an event may have. The API
-# does not say the server's setting, so a service assumes the default; a server set lower
-# refuses the append naming its limit (413, detail.limit), and the service uses that from then
-# on, storing in blobs what is over it and appending again.
-DEFAULT_EVENT_BYTES = 256 * 1024
 # Where an ADK event kept in blobs is named, in the content of its Switchboard event.
 _STORED = "adk_in_blobs"
-# Characters of each field an event kept in blobs shows.
-_PREVIEW_CHARS = 2000
 
 Scope = Literal["session", "app_state", "user_state"]
 
@@ -377,7 +379,7 @@ class SwitchboardSessionService(BaseSessionService):
             }
             pieces: list[bytes] = []
             while True:
-                if _content_bytes(readable["content"]) > self._event_bytes:
+                if content_bytes(readable["content"]) > self._event_bytes:
                     readable, pieces = _in_blobs(readable, data)
                 try:
                     written = await self._append_unless_stale(
@@ -387,7 +389,7 @@ class SwitchboardSessionService(BaseSessionService):
                 except PayloadTooLarge as error:
                     # A server set lower than DEFAULT_EVENT_BYTES: its limit from now on
                     # (nothing of the refused batch was written).
-                    limit = _refused_limit(error)
+                    limit = refused_limit(error)
                     if limit is None or limit >= self._event_bytes:
                         raise
                     self._event_bytes = limit
@@ -614,7 +616,7 @@ def _in_blobs(readable: m.EventIn, data: dict[str, Any]) -> tuple[m.EventIn, lis
     raw = json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
     pieces = [raw[i : i + PIECE_SIZE] for i in range(0, len(raw), PIECE_SIZE)]
     content: dict[str, Any] = {
-        name: _preview(value, len(raw))
+        name: preview(value, len(raw), "event")
         for name, value in readable.get("content", {}).items()
         if name != "adk"
     }
@@ -625,29 +627,6 @@ def _in_blobs(readable: m.EventIn, data: dict[str, Any]) -> tuple[m.EventIn, lis
         "blobs": [hashlib.sha256(piece).hexdigest() for piece in pieces],
     }
     return {**readable, "content": content}, pieces
-
-
-def _content_bytes(content: Any) -> int:
-    """An event content's size as the server counts it against its limit: compact JSON with
-    every non-ASCII character escaped."""
-    return len(json.dumps(content, separators=(",", ":")))
-
-
-def _refused_limit(error: PayloadTooLarge) -> int | None:
-    """The event limit a refusal names (detail: index, limit, size); None for a body refused
-    whole (no index) or an answer without it."""
-    detail = error.detail if isinstance(error.detail, dict) else {}
-    limit = detail.get("limit")
-    return limit if "index" in detail and isinstance(limit, int) else None
-
-
-def _preview(value: Any, size: int) -> Any:
-    """A field of an event kept in blobs, as its Switchboard event shows it: cut to its first
-    _PREVIEW_CHARS characters (as JSON text, when not a string), saying where the rest is."""
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    if len(text) <= _PREVIEW_CHARS:
-        return value
-    return f"{text[:_PREVIEW_CHARS]}… [cut: the whole event, {size} bytes, is in the blobs]"
 
 
 def _tail_size(wanted: int | None) -> int:

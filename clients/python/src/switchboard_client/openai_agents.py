@@ -57,7 +57,14 @@ from agents.memory.session_settings import (
 )
 
 from . import models as m
-from ._adapters import namespaced, session_reference
+from ._adapters import (
+    DEFAULT_EVENT_BYTES,
+    content_bytes,
+    namespaced,
+    preview,
+    refused_limit,
+    session_reference,
+)
 from ._async_client import AsyncClient
 from ._core import PIECE_SIZE
 from ._sync_client import Client
@@ -70,19 +77,12 @@ ITEM_KEY = KEY_PREFIX + "item:"
 DROP_KEY = KEY_PREFIX + "drop:"
 CLEAR_KEY = KEY_PREFIX + "clear:"
 
-# Items per append request, and bytes of content (as _content_bytes counts them: at least the
+# Items per append request, and bytes of content (as content_bytes counts them: at least the
 # UTF-8 bytes sent): three events at the event limit, a body under the server's default 1 MiB.
 _APPEND_BATCH = 200
 _APPEND_BYTES = 768 * 1024
-# The server's default SWITCHBOARD_MAX_EVENT_BYTES, the most content an event may have. The API
-# does not say the server's setting, so a session assumes the default; a server set lower
-# refuses the append naming its limit (413, detail.limit), and the session uses that from then
-# on, storing in blobs what is over it and appending again.
-DEFAULT_EVENT_BYTES = 256 * 1024
 # Where an item kept in blobs is named, in the content of its event.
 STORED = "item_in_blobs"
-# Characters of each field an event of an item kept in blobs shows.
-_PREVIEW_CHARS = 2000
 # The most events one read asks for (the API's limit).
 _PAGE = 1000
 # The most events GET /sessions?include=events gives per session (its events_limit).
@@ -342,7 +342,7 @@ class SwitchboardSession:
         for position, (item, event) in enumerate(zip(items, item_events(items), strict=True)):
             if keys:
                 event["idempotency_key"] = keys[position]
-            if _content_bytes(event["content"]) > self._event_bytes:
+            if content_bytes(event["content"]) > self._event_bytes:
                 encoded.append(_in_blobs(_as_dict(item), event))
             else:
                 encoded.append((event, []))
@@ -372,7 +372,7 @@ class SwitchboardSession:
                 )
                 return
             except PayloadTooLarge as error:
-                limit = _refused_limit(error)
+                limit = refused_limit(error)
                 if limit is None or limit >= self._event_bytes:
                     raise
                 self._event_bytes = limit
@@ -405,7 +405,7 @@ def _in_blobs(item: dict[str, Any], event: m.EventIn) -> tuple[m.EventIn, list[b
     data = json.dumps(item, ensure_ascii=False, separators=(",", ":")).encode()
     pieces = [data[i : i + PIECE_SIZE] for i in range(0, len(data), PIECE_SIZE)]
     content: m.JsonObject = {
-        name: _preview(value, len(data))
+        name: preview(value, len(data), "item")
         for name, value in event.get("content", {}).items()
         if name != "item"
     }
@@ -420,27 +420,13 @@ def _in_blobs(item: dict[str, Any], event: m.EventIn) -> tuple[m.EventIn, list[b
     return {**event, "content": content}, pieces
 
 
-def _content_bytes(content: Any) -> int:
-    """An event content's size as the server counts it against its limit: compact JSON with
-    every non-ASCII character escaped."""
-    return len(json.dumps(content, separators=(",", ":")))
-
-
-def _refused_limit(error: PayloadTooLarge) -> int | None:
-    """The event limit a refusal names (detail: index, limit, size); None for a body refused
-    whole (no index) or an answer without it."""
-    detail = error.detail if isinstance(error.detail, dict) else {}
-    limit = detail.get("limit")
-    return limit if "index" in detail and isinstance(limit, int) else None
-
-
 def _batch_ends(events: Sequence[m.EventIn]) -> list[int]:
     """Where each append of `events` ends: at most _APPEND_BATCH events and _APPEND_BYTES of
     content each (one larger event alone)."""
     ends: list[int] = []
     count = size = 0
     for position, event in enumerate(events):
-        grown = _content_bytes(event.get("content", {}))
+        grown = content_bytes(event.get("content", {}))
         if count and (count == _APPEND_BATCH or size + grown > _APPEND_BYTES):
             ends.append(position)
             count = size = 0
@@ -454,15 +440,6 @@ def _stored(event: m.Event) -> dict[str, Any]:
     if not isinstance(stored, dict):
         raise ValueError(f"the event at seq {event.seq} holds no item")
     return stored
-
-
-def _preview(value: Any, size: int) -> Any:
-    """A field of an item's event, as an item kept in blobs shows it: cut to its first
-    _PREVIEW_CHARS characters (as JSON text, when not a string), saying where the rest is."""
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    if len(text) <= _PREVIEW_CHARS:
-        return value
-    return f"{text[:_PREVIEW_CHARS]}… [cut: the whole item, {size} bytes, is in the blobs]"
 
 
 async def _nothing_to_replace(start: int, output: list[TResponseInputItem]) -> bool:
