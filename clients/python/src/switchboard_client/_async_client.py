@@ -41,6 +41,7 @@ from ._core import (
     new_key,
     read,
     resolve_config,
+    target,
 )
 from ._decode import decode
 from .errors import NotFound
@@ -124,13 +125,12 @@ class AsyncClient:
         returned read (the caller raises it); a stream's success is returned unread."""
         attempt = 0
         while True:
-            # No params, and the client's timeout unless the call has its own: httpx then skips
-            # merging params into the URL and building a Timeout, which were most of what the
-            # client added to a call's CPU (about 75 µs of 360 through a mock transport).
+            # The query in the URL (target), and the client's timeout unless the call has its
+            # own: httpx then skips merging params into the URL and building a Timeout, which
+            # were most of what the client added to a call's CPU.
             outgoing = self._http.build_request(
                 request.operation.method,
-                self.url + request.url,
-                params=request.params or None,
+                self.url + target(request),
                 content=request.content,
                 headers=http_headers(request),
                 timeout=httpx.USE_CLIENT_DEFAULT if request.timeout is None else request.timeout,

@@ -14,7 +14,7 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 from email.utils import parsedate_to_datetime
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import httpx
 
@@ -157,6 +157,16 @@ def build_upload(
         raise TypeError(f"{operation.method} {operation.path} takes a JSON body, not bytes")
     request = build(operation, path_params)
     return dataclasses.replace(request, content=bytes(data), content_type=content_type)
+
+
+def target(request: Request) -> str:
+    """The request's path and query string. The query is what httpx makes of `params=` (urlencode
+    of the pairs, repeated keys in order), so the URL is the same; given in the URL it is parsed
+    once, where `params=` has httpx parse the URL, then merge and parse it again (a third of the
+    CPU of building a request)."""
+    if not request.params:
+        return request.url
+    return request.url + "?" + urlencode(request.params)
 
 
 def http_headers(request: Request) -> dict[str, str] | None:
