@@ -16,6 +16,7 @@ until the session is deleted, and compaction leaves them (a kept event may name 
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypedDict
 from uuid import UUID
 
 from django.conf import settings
@@ -38,11 +39,12 @@ class StoredBlob:
     created: bool  # stored by this call (two racing stores of the same bytes may both say so)
 
 
-@dataclass(frozen=True)
-class FoundBlob:
+class FoundBlob(TypedDict):
+    """As the lookup answers it (a dict: a lookup of 1,000 blobs builds no other object)."""
+
     sha256: str
     size: int
-    data: bytes | None  # None when not asked for, or past the call's byte budget
+    data: str | None  # base64; None when not asked for, or past the call's byte budget
 
 
 @dataclass(frozen=True)
@@ -137,32 +139,26 @@ def find_blobs(
     session: Session, digests: Sequence[str], *, with_data: bool, byte_budget: int
 ) -> BlobLookup:
     """Which of `digests` the session (or an ancestor) holds, in the order asked, with their
-    bytes if `with_data`, up to `byte_budget` bytes in all: the rest are listed in `not_sent`
-    (at least one blob is always sent whole, so a caller asking again makes progress)."""
-    wanted = list(dict.fromkeys(digests))
-    rows = Blob.objects.filter(session_id__in=_lineage_ids(session), sha256__in=wanted)
-    sizes = dict(rows.values_list("sha256", "size"))
-    sending: list[str] = []
+    bytes (base64) if `with_data`, up to `byte_budget` bytes in all: the ones past it are
+    listed in `not_sent` (at least one blob is always sent whole, so a caller asking again
+    makes progress)."""
+    found: list[FoundBlob] = []
+    missing: list[str] = []
     not_sent: list[str] = []
-    if with_data:
-        total = 0
-        for sha in wanted:
-            if sha not in sizes:
-                continue
-            if sending and total + sizes[sha] > byte_budget:
-                not_sent.append(sha)
-                continue
-            sending.append(sha)
-            total += sizes[sha]
-    data = dict(rows.filter(sha256__in=sending).values_list("sha256", "data")) if sending else {}
-    found = [
-        FoundBlob(sha, sizes[sha], bytes(data[sha]) if sha in data else None)
-        for sha in wanted
-        if sha in sizes
-    ]
-    return BlobLookup(
-        found=found, missing=[sha for sha in wanted if sha not in sizes], not_sent=not_sent
+    rows = storage.blob_lookup_rows(
+        _lineage_ids(session),
+        list(dict.fromkeys(digests)),
+        with_data=with_data,
+        byte_budget=byte_budget,
     )
+    for sha, size, data in rows:
+        if size is None:
+            missing.append(sha)
+            continue
+        found.append({"sha256": sha, "size": size, "data": data})
+        if with_data and data is None:
+            not_sent.append(sha)
+    return BlobLookup(found=found, missing=missing, not_sent=not_sent)
 
 
 def read_blob(session: Session, sha256: str) -> bytes:

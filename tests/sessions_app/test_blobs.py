@@ -13,6 +13,7 @@ from core.actors import Actor
 from retention_app.services.compaction import compact_session
 from sessions_app.blob_api import LOOKUP_BYTE_BUDGET
 from sessions_app.models import Blob, Session
+from sessions_app.services.blobs import find_blobs, store_blobs
 from sessions_app.services.events import EventDraft, append_events
 from sessions_app.services.lifecycle import close_session
 from tests.conftest import ApiClient
@@ -94,6 +95,25 @@ def test_a_lookup_sends_at_most_its_byte_budget_and_names_the_rest(api, project,
     assert all(base64.b64decode(b["data"]) == contents[i] for i, b in enumerate(sent))
     assert looked["not_sent"] == [sha(contents[-1])]
     assert looked["blobs"][-1] == {"sha256": sha(contents[-1]), "size": size, "data": None}
+
+
+def test_a_lookup_of_many_blobs_is_one_statement_in_the_order_asked(
+    project, django_assert_num_queries
+):
+    session = make_session(project)
+    contents = [f"message {i:04}".encode() * 20 for i in range(300)]
+    store_blobs(session, contents)
+    asked = [sha(c) for c in reversed(contents)] + ["0" * 64, sha(contents[0])]
+    budget = 10 * len(contents[0])
+
+    with django_assert_num_queries(1):
+        found = find_blobs(session, asked, with_data=True, byte_budget=budget)
+
+    assert [b["sha256"] for b in found.found] == asked[:300]  # once each, in order
+    assert [base64.b64decode(b["data"]) for b in found.found[:10]] == contents[:-11:-1]
+    assert all(b["data"] is None for b in found.found[10:])
+    assert found.not_sent == asked[10:300]
+    assert found.missing == ["0" * 64]
 
 
 @pytest.mark.parametrize(
