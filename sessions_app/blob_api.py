@@ -14,7 +14,13 @@ from core.schemas import InSchema, OutSchema, responses
 
 from .access import get_session_for_key
 from .api import BlobIn, decoded_blobs, request_key
-from .services.blobs import MAX_BLOBS_PER_CALL, find_blobs, read_blob, store_blobs
+from .services.blobs import (
+    MAX_BLOBS_PER_CALL,
+    MAX_LOOKUP_NAMES,
+    find_blobs,
+    read_blob,
+    store_blobs,
+)
 
 router = Router(tags=["blobs"])
 
@@ -50,7 +56,7 @@ class BlobLookupIn(InSchema):
             ]
         }
     )
-    sha256: list[Sha256] = Field(..., min_length=1, max_length=MAX_BLOBS_PER_CALL)
+    sha256: list[Sha256] = Field(..., min_length=1, max_length=MAX_LOOKUP_NAMES)
     data: bool = Field(False, description="true: answer with the bytes too (base64)")
 
 

@@ -28,8 +28,12 @@ from .. import storage
 from ..errors import SessionNotWritable
 from ..models import WRITABLE_STATUSES, Blob, Session
 
-# Hashes one lookup may name, and blobs one store may carry: a bounded statement either way.
+# Blobs one store may carry: a bounded statement.
 MAX_BLOBS_PER_CALL = 1000
+# Hashes one lookup may name: one statement (storage.blob_lookup_rows), 8,000 names a 536 KB
+# body, under the 600 KiB a store's batch already takes. A process opening a 5,000-message
+# LangGraph thread reads its messages in one lookup, not five.
+MAX_LOOKUP_NAMES = 8000
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from core.actors import Actor
 from retention_app.services.compaction import compact_session
 from sessions_app.blob_api import LOOKUP_BYTE_BUDGET
 from sessions_app.models import Blob, Session
-from sessions_app.services.blobs import find_blobs, store_blobs
+from sessions_app.services.blobs import MAX_LOOKUP_NAMES, find_blobs, store_blobs
 from sessions_app.services.events import EventDraft, append_events
 from sessions_app.services.lifecycle import close_session
 from tests.conftest import ApiClient
@@ -150,6 +150,19 @@ def test_a_blob_over_the_limit_is_413_naming_it(api, project, settings):
         "size": 101,
     }
     assert not Blob.objects.exists()
+
+
+def test_a_lookup_names_at_most_max_lookup_names_as_its_schema_says(api, client, project):
+    session = make_session(project)
+    names = [f"{i:064x}" for i in range(MAX_LOOKUP_NAMES + 1)]
+
+    at_most = api.post(f"/sessions/{session.pk}/blobs/lookup", {"sha256": names[:-1]})
+    too_many = api.post(f"/sessions/{session.pk}/blobs/lookup", {"sha256": names})
+
+    assert at_most.status_code == 200 and len(at_most.json()["missing"]) == MAX_LOOKUP_NAMES
+    assert too_many.status_code == 422
+    schema = client.get("/api/v1/openapi.json").json()["components"]["schemas"]
+    assert schema["BlobLookupIn"]["properties"]["sha256"]["maxItems"] == MAX_LOOKUP_NAMES
 
 
 @pytest.mark.parametrize("bad", ["ABC", "0" * 63, "G" * 64, "A" * 64])

@@ -107,6 +107,20 @@ def test_a_list_stored_again_and_again_sends_only_its_new_items(sb, server_url, 
     assert Blob.objects.filter(session_id=session.id).count() == 103
 
 
+def test_a_fresh_client_loads_thousands_of_small_blobs_in_one_request(sb, server_url, api_key):
+    session = sb.open_session("blob-bot")
+    messages = [f"message {i}: ".encode() + b"x" * 300 for i in range(2500)]
+    names = sb.store_blobs(session.id, messages)
+    sent: list = []
+
+    with Client(server_url, api_key) as fresh:  # a process that remembers nothing
+        counted(fresh, sent)
+        loaded = fresh.load_blobs(session.id, names)
+
+    assert loaded == messages
+    assert [path for path, _ in sent] == ["/sessions/{session_id}/blobs/lookup"]
+
+
 def test_an_append_carries_its_blobs_in_one_request(sb):
     session = sb.open_session("blob-bot")
     values = [b"a channel value", b"another"]

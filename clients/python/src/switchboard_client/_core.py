@@ -293,8 +293,10 @@ def network_error(error: Exception, request: Request) -> NetworkError:
 
 # --- Blobs ----------------------------------------------------------------------------------
 
-# What one lookup or store may carry (the server's MAX_BLOBS_PER_CALL).
+# What one store may carry (the server's MAX_BLOBS_PER_CALL).
 BLOBS_PER_CALL = 1000
+# Names one lookup may carry (the server's MAX_LOOKUP_NAMES).
+LOOKUP_NAMES_PER_CALL = 8000
 # A piece of a value stored in pieces: half the server's default blob limit (512 KiB), small
 # enough that a value which grew at its end sends little again.
 PIECE_SIZE = 256 * 1024

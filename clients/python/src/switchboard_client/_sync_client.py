@@ -23,6 +23,7 @@ from ._core import (
     _BATCH_BYTES,
     ASK_FIRST_BYTES,
     BLOBS_PER_CALL,
+    LOOKUP_NAMES_PER_CALL,
     PIECE_SIZE,
     Request,
     RetryPolicy,
@@ -882,8 +883,8 @@ class Client:
     def missing_blobs(self, session_id: str, names: Sequence[str]) -> list[str]:
         """Which of `names` the session and its ancestors do not hold."""
         missing: list[str] = []
-        for start in range(0, len(names), BLOBS_PER_CALL):
-            asked = list(names[start : start + BLOBS_PER_CALL])
+        for start in range(0, len(names), LOOKUP_NAMES_PER_CALL):
+            asked = list(names[start : start + LOOKUP_NAMES_PER_CALL])
             body: m.BlobLookupIn = {"sha256": asked}
             found: m.BlobLookup = self._call(
                 build(ops.BLOBS_LOOKUP, {"session_id": session_id}, body=body)
@@ -898,7 +899,7 @@ class Client:
         loaded: dict[str, bytes] = {}
         wanted = list(dict.fromkeys(names))
         while wanted:
-            body: m.BlobLookupIn = {"sha256": wanted[:BLOBS_PER_CALL], "data": True}
+            body: m.BlobLookupIn = {"sha256": wanted[:LOOKUP_NAMES_PER_CALL], "data": True}
             found: m.BlobLookup = self._call(
                 build(ops.BLOBS_LOOKUP, {"session_id": session_id}, body=body)
             )

@@ -182,6 +182,26 @@ def test_an_unchanged_channel_is_not_sent_again(sb, namespace):
     assert fresh.get_tuple(second).checkpoint["channel_values"] == {"doc": big, "n": 2}
 
 
+def test_a_fresh_process_reads_a_long_message_list_in_one_lookup_per_level(sb, namespace):
+    saver = SwitchboardSaver(sb, namespace=namespace)
+    messages = [f"message {i}" for i in range(3000)]  # over 2,048 names: two levels of names
+    stored = put(saver, "t", {"messages": messages}, {"messages": 1})
+    client = Client(sb.url, sb.api_key, retry=sb.retry)
+    sent = []
+    original = client._send
+
+    def counting(request, **options):
+        sent.append(request.operation.path)
+        return original(request, **options)
+
+    client._send = counting
+    fresh = SwitchboardSaver(client, namespace=namespace)  # a process that remembers nothing
+
+    assert fresh.get_tuple(stored).checkpoint["channel_values"] == {"messages": messages}
+    # The names' two levels, then the 3,000 messages in one answer.
+    assert sent.count("/sessions/{session_id}/blobs/lookup") == 3
+
+
 def test_a_checkpoint_is_an_event_an_operator_reads_and_a_fresh_process_finds_by_key(sb, namespace):
     saver = SwitchboardSaver(sb, namespace=namespace)
     stored = put(saver, "t", {"topic": "refund", "doc": "x" * 1000}, {"topic": 1, "doc": 1})
