@@ -1084,4 +1084,5 @@ def blob_lookup_rows(
     )
     with server_bound_cursor() as cursor:
         cursor.execute(sql, [with_data, byte_budget, list(digests), list(lineage_ids)])
-        return cursor.fetchall()
+        rows: list[tuple[str, int | None, str | None]] = cursor.fetchall()
+    return rows
