@@ -6,6 +6,7 @@ full backlog makes the request take its own; a failing snapshot leaves the appen
 """
 
 import threading
+import time
 
 import pytest
 
@@ -68,8 +69,13 @@ def test_the_append_answers_before_its_snapshot_is_taken(api, session, held):
 def test_a_full_backlog_makes_the_request_take_its_own_snapshot(api, session, held, settings):
     settings.SWITCHBOARD_SNAPSHOT_BACKLOG = 1
     assert api.post(f"/sessions/{session.pk}/events", _batch(10)).status_code == 201
-    # One job waits in the background; the next boundary is taken inside the request, which
-    # therefore waits for the gate too: release it from another thread.
+    # One job waits in the background (at the gate: the order of the takers below does not
+    # depend on which thread a loaded machine runs first); the next boundary is taken inside
+    # the request, which therefore waits for the gate too: release it from another thread.
+    deadline = time.monotonic() + 30
+    while not held.takers:
+        assert time.monotonic() < deadline, "the background thread never took its job"
+        time.sleep(0.01)
     threading.Timer(0.5, held.set).start()
     assert api.post(f"/sessions/{session.pk}/events", _batch(10, 10)).status_code == 201
     assert snapshots.drain()
