@@ -82,6 +82,10 @@ class RequestMetricsMiddleware:
 ARTIFACT_UPLOAD = re.compile(r"/api/v1/sessions/[^/]+/artifacts/[^/]+")
 
 
+# Bytes read at a time from an upload's unread rest (ApiBodyLimitMiddleware).
+UPLOAD_DRAIN_CHUNK = 64 * 1024
+
+
 class ApiBodyLimitMiddleware:
     """API requests: refuse oversize bodies by their Content-Length before anything reads or
     parses them, and answer unknown paths and wrong methods in the JSON error shape."""
@@ -108,6 +112,8 @@ class ApiBodyLimitMiddleware:
                     {"limit": limit, "size": length},
                 )
             response = self.get_response(request)
+            if limit == sys.maxsize and response.status_code >= 400:
+                self.finish_reading_upload(request, length)
             # Django's router and ninja's method dispatch answer unknown paths (404) and wrong
             # methods (405) in HTML or plain text; agents get the API's one error shape.
             if response.status_code in (404, 405) and not response.get(
@@ -123,6 +129,22 @@ class ApiBodyLimitMiddleware:
                 return replacement
             return response
         return self.get_response(request)
+
+    @staticmethod
+    def finish_reading_upload(request: HttpRequest, length: int) -> None:
+        """An artifact upload refused before its body was read through (a session gone, a
+        quota, a conflict): read the rest and drop it, so the client, still sending, reads the
+        answer. A server that answers and closes over unread bytes resets the connection, and
+        the client sees "server disconnected" instead of the 404. A body over the artifact
+        limit (refused by its Content-Length before a byte was read) is left unread: reading
+        it would cost more than the reset (and PEP 3333 leaves the connection to the server)."""
+        if length > settings.SWITCHBOARD_ARTIFACT_MAX_BYTES:
+            return
+        try:
+            while request.read(UPLOAD_DRAIN_CHUNK):
+                pass
+        except OSError:  # the client went away meanwhile: nothing to answer
+            return
 
 
 class DashboardDomainErrorMiddleware:

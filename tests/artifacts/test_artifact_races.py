@@ -148,3 +148,25 @@ def test_a_body_that_ends_before_its_length_keeps_nothing(server):
     assert status in (400, 422), status
     assert not Artifact.objects.exists()
     assert _session_files(project.pk, session.pk) == set()
+
+
+@pytest.mark.parametrize("megabytes", [1, 16])
+def test_an_upload_refused_before_its_body_is_read_still_gets_its_answer(server, megabytes):
+    """A PUT to a session that is gone is refused before a byte of its body is read; the
+    server reads the rest of the body before answering, so the client, still sending, gets
+    the 404 (not a connection reset), and the connection stays usable."""
+    project = make_project()
+    _, key = make_api_key(project)
+    session = make_session(project)
+    gone = make_session(project)
+    gone_id = str(gone.pk)
+    gone.delete()
+    body = b"x" * (megabytes * 1024 * 1024)
+    with httpx.Client(base_url=server, headers={"Authorization": f"Bearer {key}"}) as client:
+        for _ in range(3):
+            refused = client.put(
+                f"/api/v1/sessions/{gone_id}/artifacts/big", content=body, timeout=30
+            )
+            assert refused.status_code == 404, refused.text
+        kept = client.put(f"/api/v1/sessions/{session.pk}/artifacts/small", content=b"ok")
+        assert kept.status_code == 201, kept.text
