@@ -95,11 +95,10 @@ class ApiBodyLimitMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if request.path.startswith("/api/"):
-            limit = settings.SWITCHBOARD_MAX_BODY_BYTES
-            if request.method == "PUT" and ARTIFACT_UPLOAD.fullmatch(request.path):
-                # A file, streamed to storage, never parsed: sessions_app.services.artifacts
-                # checks its Content-Length against its own limit before reading a byte.
-                limit = sys.maxsize
+            upload = request.method == "PUT" and ARTIFACT_UPLOAD.fullmatch(request.path)
+            # An upload is a file streamed to storage, never parsed: sessions_app.services
+            # .artifacts checks its Content-Length against its own limit before reading a byte.
+            limit = sys.maxsize if upload else settings.SWITCHBOARD_MAX_BODY_BYTES
             try:
                 length = int(request.META.get("CONTENT_LENGTH") or 0)
             except ValueError:
@@ -112,7 +111,7 @@ class ApiBodyLimitMiddleware:
                     {"limit": limit, "size": length},
                 )
             response = self.get_response(request)
-            if limit == sys.maxsize and response.status_code >= 400:
+            if upload and response.status_code >= 400:
                 self.finish_reading_upload(request, length)
             # Django's router and ninja's method dispatch answer unknown paths (404) and wrong
             # methods (405) in HTML or plain text; agents get the API's one error shape.

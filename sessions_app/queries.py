@@ -593,8 +593,7 @@ def page_sessions(
     Sorting by updated_at follows a moving key: a session active meanwhile may move between
     pages (a page is never wrong, only a newer view of the list).
     """
-    if limit < 1 or limit > 200:
-        raise InvalidInput("limit must be between 1 and 200.", detail={"limit": limit})
+    _check_page_limit(limit)
     if sort not in SESSION_SORTS:
         raise InvalidInput(f"Unknown sort {sort!r}.", detail={"allowed": list(SESSION_SORTS)})
     field, descending = SESSION_SORTS[sort]
@@ -609,6 +608,11 @@ def page_sessions(
         qs = qs.filter(bound & after_ties)
     order = (f"-{field}", "-id") if descending else (field, "id")
     return _cut_page(list(qs.select_related("agent").order_by(*order)[: limit + 1]), limit, sort)
+
+
+def _check_page_limit(limit: int) -> None:
+    if limit < 1 or limit > 200:
+        raise InvalidInput("limit must be between 1 and 200.", detail={"limit": limit})
 
 
 def _cut_page(rows: list[Session], limit: int, sort: str) -> tuple[list[Session], str | None]:
@@ -645,8 +649,7 @@ def list_sessions_page(
         and narrowed is None
         and filters == by_id_and_metadata
     ):
-        if limit < 1 or limit > 200:
-            raise InvalidInput("limit must be between 1 and 200.", detail={"limit": limit})
+        _check_page_limit(limit)
         rows = storage.sessions_matching(
             project.pk,
             external_ids=filters.external_ids,
