@@ -347,6 +347,39 @@ def checkpoints(args: argparse.Namespace) -> list[int]:
 
 
 # --------------------------------------------------------------------------------------------
+# One request's floor
+# --------------------------------------------------------------------------------------------
+
+FLOOR = "floor"
+# An API path no endpoint has: its JSON 404 goes through the server, the API's middleware and
+# URL resolution, and touches neither PostgreSQL nor Redis (tests/core/test_api_handler.py).
+NO_SUCH_ENDPOINT = "/api/v1/bench-floor/no-such-endpoint"
+
+
+def request_floor(bench: Bench) -> None:
+    """`--reps` API requests that do nothing, through the adapters' own httpx clients (sync, as
+    LangGraph's saver; async, as the OpenAI and ADK adapters): what any operation that makes
+    one request costs at least, beside which an own store's figure can be read."""
+    url = bench.base + NO_SUCH_ENDPOINT
+    calls = max(bench.args.reps, 20)
+    with contextlib.closing(bench.client()) as client:
+        bench.measure(
+            FLOOR, "one request (sync)", 0, {ADAPTER: lambda: client._http.get(url)}, calls
+        )
+
+    async def run_async() -> None:
+        client = bench.async_client()
+        try:
+            await bench.ameasure(
+                FLOOR, "one request (async)", 0, {ADAPTER: lambda: client._http.get(url)}, calls
+            )
+        finally:
+            await client.aclose()
+
+    asyncio.run(run_async())
+
+
+# --------------------------------------------------------------------------------------------
 # OpenAI Agents SDK
 # --------------------------------------------------------------------------------------------
 
@@ -711,7 +744,34 @@ def ratio(a: float | None, b: float | None, width: int) -> str:
     return f"{a / b:>{width - 1}.2f}×"
 
 
+def render_floor(bench: Bench) -> None:
+    print(
+        f"\nOne request that does nothing (GET {NO_SUCH_ENDPOINT}: the API's JSON 404, no "
+        "database), through an adapter's client and the server: the least any operation "
+        "making one request costs"
+    )
+    print(
+        f"{'operation':<28}{'p50 ms':>9}{'p95 ms':>9}{'req/op':>8}"
+        f"{'CPU ms/op: bench':>18}{'server':>8}{'total':>8}"
+    )
+    for r in (r for r in bench.rows if r.framework == FLOOR):
+        print(
+            f"{r.operation:<28}{ib.pct(r.latencies, 0.5):>9.2f}{ib.pct(r.latencies, 0.95):>9.2f}"
+            f"{fmt(r.requests, 8, 1)}{r.bench_cpu_ms:>18.2f}{fmt(r.server_cpu_ms, 8)}"
+            f"{r.bench_cpu_ms + (r.server_cpu_ms or 0.0):>8.2f}"
+        )
+
+
+def floor_p50(bench: Bench, framework: str) -> float | None:
+    """The p50 of one request that does nothing, through the client the framework's adapter
+    uses (LangGraph's saver: sync; the others: async)."""
+    kind = "sync" if framework == "langgraph" else "async"
+    rows = [r for r in bench.rows if r.framework == FLOOR and kind in r.operation]
+    return statistics.median(rows[0].latencies) if rows else None
+
+
 def render(bench: Bench, frameworks: list[str]) -> None:
+    render_floor(bench)
     for framework in frameworks:
         names = STORE_NAMES[framework]
         print(f"\n{TITLES[framework]}: " + ", ".join(f"{k} = {v}" for k, v in names.items()))
@@ -738,6 +798,10 @@ def render(bench: Bench, frameworks: list[str]) -> None:
                 f"{ratio(statistics.median(a.latencies), statistics.median(p.latencies), 9)}"
                 f"{ratio(ib.pct(a.latencies, 0.95), ib.pct(p.latencies, 0.95), 9)}"
                 f"{'':>8}{'':>18}{'':>8}{'':>7}{ratio(a.cpu_ms, p.cpu_ms, 8)}"
+            )
+            print(
+                f"{'':<28}  {'own PostgreSQL / 1 request':<26}"
+                f"{ratio(statistics.median(p.latencies), floor_p50(bench, framework), 9)}"
             )
         print(
             f"\n{'bytes stored per item':<28}  {'store':<26}"
@@ -842,6 +906,7 @@ def main() -> int:
         server.wait_ready(key, "/healthz")
         load = os.getloadavg()
         started = time.perf_counter()
+        request_floor(bench)
         if "openai_agents" in frameworks:
             asyncio.run(openai_agents(bench))
         if "langgraph" in frameworks:

@@ -24,7 +24,14 @@ migrated) with Redis (REDIS_URL, default redis://127.0.0.1:6379/0) as in product
 - keyed50: the same with key_prefix=oai: (how the OpenAI Agents adapter reads its items);
 - open3: GET /sessions by three external_ids with include=state&include=events (how the ADK
   adapter's get_session opens a session and its shared state in one request);
-- by_metadata: GET /sessions by metadata values with include=state (the ADK list_sessions).
+- by_metadata: GET /sessions by metadata values with include=state (the ADK list_sessions);
+- api_noop: a plain Django view that answers `{}` through the API's own handler (its shorter
+  middleware stack): what any API request costs before it does anything;
+- floor_append: the least a single append can cost on the required stack (Django, the API's
+  middleware, django-ninja, psycopg): a django-ninja endpoint defined here, with a body schema
+  of events, that runs one INSERT … RETURNING on a table of its own and answers its seq in
+  JSON; no key, no rate count, no text checks, no live push. The real append's ratio to it is
+  what the project itself adds; floor_append's ratio to healthz is what the stack costs.
 
 Rounds alternate the operations (so a burst of other work spreads over all of them); the
 figures are the median round's CPU per request and its ratio to healthz's. With --profile OP,
@@ -51,7 +58,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import ROOT, add_smoke_flag, pg_url, scratch_database, scratch_name, smoke  # noqa: E402
 
 SECRET_KEY = "bench-only-secret-key-not-for-production-0123456789"
-OPERATIONS = ("healthz", "append", "last50", "keyed50", "open3", "by_metadata")
+OPERATIONS = (
+    "healthz",
+    "api_noop",
+    "floor_append",
+    "append",
+    "last50",
+    "keyed50",
+    "open3",
+    "by_metadata",
+)
+FLOOR_URLCONF = "bench_request_cpu_floor_urls"
 
 
 class InProcess:
@@ -96,6 +113,75 @@ class InProcess:
         return content
 
 
+def floor_application() -> Callable[..., object]:
+    """The API's handler (config.handlers.ApiWSGIHandler: its middleware, its settings) routing
+    to FLOOR_URLCONF, a module built here: the floor endpoints exist only in this process."""
+    import types
+
+    from django.db import connection
+    from django.http import HttpRequest, HttpResponse
+    from django.urls import path
+    from ninja import NinjaAPI, Schema
+
+    from config.handlers import ApiWSGIHandler
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE TABLE IF NOT EXISTS bench_floor_event (seq bigserial PRIMARY KEY, "
+            "session_id uuid NOT NULL, kind text NOT NULL, role text, content jsonb NOT NULL)"
+        )
+
+    class FloorEvent(Schema):
+        kind: str
+        role: str | None = None
+        content: dict[str, object] = {}
+
+    class FloorAppend(Schema):
+        events: list[FloorEvent]
+
+    FloorAppend.model_rebuild(_types_namespace={"FloorEvent": FloorEvent})
+
+    floor_api = NinjaAPI(urls_namespace="bench-floor", docs_url=None, openapi_url=None)
+
+    def floor_append(request: HttpRequest, session_id: uuid.UUID, body: FloorAppend) -> object:
+        event = body.events[0]
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO bench_floor_event (session_id, kind, role, content) "
+                "VALUES (%s, %s, %s, %s) RETURNING seq",
+                [session_id, event.kind, event.role, json.dumps(event.content)],
+            )
+            (seq,) = cursor.fetchone()
+        return {"events": [{"seq": seq}]}
+
+    # This module's annotations are strings (from __future__), and the schemas are local:
+    # pydantic and django-ninja read the types, so give them as objects.
+    floor_append.__annotations__ = {
+        "request": HttpRequest,
+        "session_id": uuid.UUID,
+        "body": FloorAppend,
+        "return": object,
+    }
+    floor_api.post("/sessions/{session_id}/events")(floor_append)
+
+    def api_noop(request: HttpRequest) -> HttpResponse:
+        return HttpResponse(b"{}", content_type="application/json")
+
+    module = types.ModuleType(FLOOR_URLCONF)
+    module.urlpatterns = [  # type: ignore[attr-defined]
+        path("api/v1/noop", api_noop),
+        path("api/v1/floor/", floor_api.urls),
+    ]
+    sys.modules[FLOOR_URLCONF] = module
+
+    class FloorHandler(ApiWSGIHandler):
+        def get_response(self, request: HttpRequest) -> HttpResponse:
+            request.urlconf = FLOOR_URLCONF
+            return super().get_response(request)
+
+    return FloorHandler()
+
+
 def set_up(args: argparse.Namespace) -> tuple[InProcess, dict[str, Callable[[], bytes]]]:
     os.environ.update(
         {
@@ -123,6 +209,7 @@ def set_up(args: argparse.Namespace) -> tuple[InProcess, dict[str, Callable[[], 
     project = create_project(f"request cpu {uuid.uuid4().hex[:6]}")
     _, key = create_api_key(project, name="bench", actor=Actor.system("bench"))
     api = InProcess(application, key)
+    floor = InProcess(floor_application(), key)
 
     def new_session(**fields: object) -> str:
         body = api.call("POST", "/api/v1/sessions", {"agent": "bench", **fields})
@@ -148,6 +235,10 @@ def set_up(args: argparse.Namespace) -> tuple[InProcess, dict[str, Callable[[], 
     events = f"/api/v1/sessions/{read}/events"
     operations: dict[str, Callable[[], bytes]] = {
         "healthz": lambda: api.call("GET", "/healthz"),
+        "api_noop": lambda: floor.call("GET", "/api/v1/noop"),
+        "floor_append": lambda: floor.call(
+            "POST", f"/api/v1/floor/sessions/{appended}/events", {"events": [message]}
+        ),
         "append": lambda: api.call(
             "POST", f"/api/v1/sessions/{appended}/events", {"events": [message]}
         ),
