@@ -34,7 +34,7 @@ from handoffs_app import presence
 from handoffs_app.access import get_handoff_for_user
 from handoffs_app.domain_events import handoff_group
 from handoffs_app.queries import waiting_marks
-from switchboard.handoffs.context import queue_context
+from switchboard.handoffs.context import queue_context, workspace_version
 from switchboard.handoffs.forms import QueueFilterForm
 from switchboard.handoffs.views import QUEUE_PAGE, NavCounts, nav_counts, workspace_frame
 
@@ -188,11 +188,15 @@ class WorkspaceStream:
         handoff, _ = get_handoff_for_user(user, handoff_id)
         return cls(user=user, handoff_id=str(handoff.pk), session_id=str(handoff.session_id))
 
-    def frame(self, parts: list[str]) -> str:
+    def frame(self, parts: list[str], *, unless_at: str = "") -> str:
+        """The parts as they are now; nothing when the workspace is still at version
+        `unless_at` (the version its page was rendered at: context.workspace_version)."""
         try:
             handoff, membership = get_handoff_for_user(self.user, self.handoff_id)
         except DomainError:
             raise AccessLost from None
+        if unless_at and unless_at == workspace_version(handoff):
+            return ""
         return workspace_frame(handoff, membership, self.user, parts)
 
     def arrive(self, channel_name: str) -> None:
@@ -248,13 +252,20 @@ class HandoffConsumer(LiveConsumer):
             ]
         )
         await self.accept()
-        # Whatever changed between the page's render and this connection.
-        await self.send_frame(await self.run(self.stream.frame, WORKSPACE_PARTS))
+        # Whatever changed between the page's render and this connection, and nothing if
+        # nothing did: this frame could reach the page after the answer to a request the person
+        # made there meanwhile (a claim pressed as the page opened), and its swap took the focus
+        # from the field they had gone on to type in (a reject reason opened with "r").
+        since = QueryDict(self.scope.get("query_string", b"")).get("since", "")
+        await self.send_frame(await self.run(self.frame_since, since))
         await database_sync_to_async(self.stream.arrive)(self.channel_name)
         self.viewing = True
         await self.tell_viewers()
         await self.show_viewers()
         self.heartbeat = asyncio.create_task(self.beat())
+
+    def frame_since(self, since: str) -> str:
+        return self.stream.frame(WORKSPACE_PARTS, unless_at=since)
 
     async def other_event(self, message: dict[str, Any]) -> None:
         kind = str(message.get("type", ""))

@@ -231,6 +231,13 @@ def request_view(handoff: Handoff) -> dict[str, Any]:
     return view
 
 
+def workspace_version(handoff: Handoff) -> str:
+    """What the workspace shows changed since a render exactly when this did: every write to a
+    handoff sets its updated_at, and every write to its session raises head_seq. The page
+    hands it to its socket, which then skips the catch-up frame when nothing changed."""
+    return f"{handoff.updated_at.timestamp():.6f}:{handoff.session.head_seq}"
+
+
 def workspace_context(
     handoff: Handoff, membership: Membership, user: Any, *, folded: FoldedState | None = None
 ) -> dict[str, Any]:
@@ -289,6 +296,7 @@ def workspace_context(
         "budget": budget_bars(session),
         "tasks": linked_tasks(session),
         "records": handoff_records(session, handoff_id=str(handoff.pk)),
+        "live_since": workspace_version(handoff),
         "action_forms": ACTION_FORMS,
         "answer_words": answer_words(handoff.answer),
         # The arguments as form fields when the approval carries their JSON Schema.
@@ -320,4 +328,5 @@ __all__ = [
     "queue_counts",
     "state_preview",
     "workspace_context",
+    "workspace_version",
 ]

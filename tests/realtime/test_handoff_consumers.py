@@ -2,11 +2,15 @@
 (anonymous 4401, another project's member 4404) and push what changed, rendered for the viewer.
 Real commits through the services, on the configured channel layer."""
 
+from urllib.parse import quote
+
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 from django.contrib.auth import get_user_model
 
+from handoffs_app.models import Handoff
 from handoffs_app.services.handoffs import claim_handoff
+from switchboard.handoffs.context import workspace_version
 from tests.dashboard.conftest import Team, team  # noqa: F401  (the personas fixture)
 from tests.factories import make_session
 from tests.handoffs.helpers import ask
@@ -112,6 +116,36 @@ def test_the_workspace_shows_someone_elses_claim_and_no_actions(team: Team):
         assert f"Held by <strong>{team.operator.username}</strong>" in frame
         assert 'id="claim-button"' not in frame and 'id="accept-button"' not in frame
         assert "reassign" in frame  # an admin may still reassign it
+        await ws.disconnect()
+
+    async_to_sync(scenario)()
+
+
+def test_the_workspace_catches_up_at_connect_only_when_something_changed_since_its_render(
+    team: Team,
+):
+    # A catch-up frame rendered while the person claims could reach the page after the claim's
+    # own answer and show it unclaimed again: a page still at its render's version gets none.
+    handoff = ask(make_session(team.project, title="Refund"), "approval")
+    rendered_at = workspace_version(Handoff.objects.get(pk=handoff.pk))
+    cookie = cookie_for(team.operator)
+    path = f"/ws/handoffs/{handoff.pk}/?since={quote(rendered_at)}"
+
+    async def scenario():
+        ws = socket(path, cookie)
+        assert (await ws.connect())[0]
+        await sync_to_async(claim_handoff)(handoff, user=team.operator)
+        # Frames until the claim's push (the presence line comes first): no catch-up among them.
+        frames = [await ws.receive_from(timeout=TIMEOUT)]
+        while "You hold this handoff" not in frames[-1]:
+            frames.append(await ws.receive_from(timeout=TIMEOUT))
+        assert not any('id="claim-button"' in frame for frame in frames)
+        await ws.disconnect()
+        # The claim changed it since that render: a page rendered then is caught up.
+        ws = socket(path, cookie)
+        assert (await ws.connect())[0]
+        first = await ws.receive_from(timeout=TIMEOUT)
+        assert "You hold this handoff" in first and 'id="accept-button"' in first
         await ws.disconnect()
 
     async_to_sync(scenario)()
