@@ -29,7 +29,10 @@ How ADK's model is kept (docs/adapters/adk.md says the same for users):
 - ADK state replaces per key and keeps `None`; a working-state patch (RFC 7386) deletes a key
   set to null and merges objects. So each value is stored wrapped in a one-element list,
   `{"adk_state": {"key": [value]}}`: a list replaces whole, so the patch replaces per key and
-  `None` stays `[null]`. `temp:` keys are never sent. `app:` and `user:` keys live in one
+  `None` stays `[null]`. A value that would take its state event over the event size limit
+  is kept in the session's blobs like a large event, its place holding `{"adk_in_blobs":
+  {"bytes", "blobs", "preview"}}` instead of the list; a read loads it back (one more request
+  for a read that meets one). `temp:` keys are never sent. `app:` and `user:` keys live in one
   Switchboard session per app (`adk:a:<app>`) and one per app and user (`adk:u:<app>:<user>`),
   read into every session of that app / user as ADK does.
 - Stale writers are refused: a session read or written here carries its Switchboard id and head
@@ -211,14 +214,14 @@ class SwitchboardSessionService(BaseSessionService):
         if opened.head_seq:
             raise AlreadyExistsError(f"Session with id {session_id} already exists.")
         now = platform_time.get_time()
-        first: m.EventIn = {
-            "kind": "state",
-            "content": {_STATE: _wrap(deltas["session"]), _UPDATED: now},
-        }
+        content, pieces = _state_content(deltas["session"], self._event_bytes, {_UPDATED: now})
+        first: m.EventIn = {"kind": "state", "content": content}
         try:
             # expected_head_seq=0: of two creators racing on one id, one writes and the other
             # is told the session exists (open answered both with the same, empty session).
-            written = await self.client.append(opened.id, [first], expected_head_seq=0)
+            written = await self.client.append(
+                opened.id, [first], expected_head_seq=0, blobs=pieces
+            )
         except Conflict as error:
             if error.code == "head_seq_mismatch":
                 raise AlreadyExistsError(f"Session with id {session_id} already exists.") from error
@@ -260,12 +263,16 @@ class SwitchboardSessionService(BaseSessionService):
                 include_state=True,
                 include_events=None if wanted == 0 else _tail_size(wanted),
             )
-            app_state = self._shared_from(app_ref, listed.get(app_ref))
-            user_state = self._shared_from(user_ref, listed.get(user_ref))
             tail = listed.get(ref)
             if tail is None:
                 return None
+            app_state = self._shared_from(app_ref, listed.get(app_ref))
+            user_state = self._shared_from(user_ref, listed.get(user_ref))
             switchboard_id, head_seq, working = tail.id, tail.head_seq, tail.state or {}
+            await self._load_kept(
+                (self._shared_ids.get(app_ref), app_state),
+                (self._shared_ids.get(user_ref), user_state),
+            )
         else:
             # A fork made in the dashboard, named by its Switchboard id.
             found, (app_state, user_states) = await asyncio.gather(
@@ -276,6 +283,8 @@ class SwitchboardSessionService(BaseSessionService):
                 return None
             switchboard_id, head_seq, working = found
             user_state = user_states[user_id]
+        values = _unwrap(working.get(_STATE))
+        await self._load_kept((switchboard_id, values))
         events: list[Event] = []
         if wanted != 0:
             events = await self._recent_events(
@@ -285,7 +294,7 @@ class SwitchboardSessionService(BaseSessionService):
             id=session_id,
             app_name=app_name,
             user_id=user_id,
-            state=_merge(app_state, user_state, _unwrap(working.get(_STATE))),
+            state=_merge(app_state, user_state, values),
             events=events,
             last_update_time=float(working.get(_UPDATED) or 0.0),
         )
@@ -312,6 +321,8 @@ class SwitchboardSessionService(BaseSessionService):
             _collect(self.client.iter_sessions(metadata=metadata, include_state=True, limit=200)),
             shared,
         )
+        values = {item.id: _unwrap((item.state or {}).get(_STATE)) for item in listed}
+        await self._load_kept(*values.items())
         sessions = []
         for item in listed:
             owner = str(item.metadata.get("user_id", ""))
@@ -325,7 +336,7 @@ class SwitchboardSessionService(BaseSessionService):
                 id=session_id,
                 app_name=app_name,
                 user_id=owner,
-                state=_merge(app_state, user_states.get(owner, {}), _unwrap(working.get(_STATE))),
+                state=_merge(app_state, user_states.get(owner, {}), values[item.id]),
                 last_update_time=float(working.get(_UPDATED) or 0.0),
             )
             session._storage_update_marker = _marker(item.id, item.head_seq)
@@ -372,18 +383,21 @@ class SwitchboardSessionService(BaseSessionService):
             key = f"adk:{event.id}:{digest}"[:190]
             readable = _readable(event, data)
             readable["idempotency_key"] = key
-            state: m.EventIn = {
-                "kind": "state",
-                "content": {_STATE: _wrap(deltas["session"]), _UPDATED: event.timestamp},
-                "idempotency_key": key + ":state",
-            }
             pieces: list[bytes] = []
             while True:
                 if content_bytes(readable["content"]) > self._event_bytes:
                     readable, pieces = _in_blobs(readable, data)
+                content, state_pieces = _state_content(
+                    deltas["session"], self._event_bytes, {_UPDATED: event.timestamp}
+                )
+                state: m.EventIn = {
+                    "kind": "state",
+                    "content": content,
+                    "idempotency_key": key + ":state",
+                }
                 try:
                     written = await self._append_unless_stale(
-                        session, switchboard_id, [readable, state], head, pieces
+                        session, switchboard_id, [readable, state], head, pieces + state_pieces
                     )
                     break
                 except PayloadTooLarge as error:
@@ -504,10 +518,13 @@ class SwitchboardSessionService(BaseSessionService):
     # --- app: and user: state ------------------------------------------------------------------
 
     async def _read_shared(self, ref: str) -> dict[str, Any]:
-        return self._shared_from(ref, await self.client.find_session(ref, include_state=True))
+        values = self._shared_from(ref, await self.client.find_session(ref, include_state=True))
+        await self._load_kept((self._shared_ids.get(ref), values))
+        return values
 
     def _shared_from(self, ref: str, found: m.SessionListItem | None) -> dict[str, Any]:
-        """The shared state a look-up of `ref` found (include_state), its id remembered."""
+        """The shared state a look-up of `ref` found (include_state), its id remembered; a
+        value kept in blobs as a _Kept (the caller loads it: _load_kept)."""
         if found is None:
             return {}
         self._shared_ids[ref] = found.id
@@ -519,7 +536,12 @@ class SwitchboardSessionService(BaseSessionService):
         app_ref, user_ref = self._app_ref(app_name), self._user_ref(app_name, user_id)
         listed = await self.client.find_sessions([app_ref, user_ref], include_state=True)
         app_state = self._shared_from(app_ref, listed.get(app_ref))
-        return app_state, {user_id: self._shared_from(user_ref, listed.get(user_ref))}
+        user_state = self._shared_from(user_ref, listed.get(user_ref))
+        await self._load_kept(
+            (self._shared_ids.get(app_ref), app_state),
+            (self._shared_ids.get(user_ref), user_state),
+        )
+        return app_state, {user_id: user_state}
 
     async def _shared_of_app(
         self, app_name: str
@@ -535,6 +557,7 @@ class SwitchboardSessionService(BaseSessionService):
             metadata=metadata, include_state=True, limit=200
         ):
             values = _unwrap((item.state or {}).get(_STATE))
+            await self._load_kept((item.id, values))
             if item.metadata.get("adk") == "app_state":
                 app_state = values
             elif item.metadata.get("adk") == "user_state":
@@ -580,17 +603,39 @@ class SwitchboardSessionService(BaseSessionService):
     ) -> None:
         """Apply `delta` to a shared-state session (opened on first use): no head is expected,
         since ADK's app: and user: writes are last-write-wins per key."""
-        patch: m.EventIn = {"kind": "state", "content": {_STATE: _wrap(delta)}}
+        content, pieces = _state_content(delta, self._event_bytes)
+        patch: m.EventIn = {"kind": "state", "content": content}
         for attempt in range(2):
             switchboard_id = await self._open_shared(ref, metadata, app_name)
             try:
-                await self.client.append(switchboard_id, [patch])
+                await self.client.append(switchboard_id, [patch], blobs=pieces)
                 return
             except NotFound:
                 # Deleted by someone else since this process opened it: open it again.
                 self._shared_ids.pop(ref, None)
                 if attempt:
                     raise
+
+    async def _load_kept(self, *states: tuple[str | None, dict[str, Any]]) -> None:
+        """Replace each _Kept value of `states` (each beside the Switchboard id of the session
+        whose blobs hold it) by the value: one look-up per session that has any, together."""
+
+        async def load(switchboard_id: str, values: dict[str, Any]) -> None:
+            kept = {key: v for key, v in values.items() if isinstance(v, _Kept)}
+            names = list(dict.fromkeys(name for v in kept.values() for name in v.blobs))
+            loaded = dict(
+                zip(names, await self.client.load_blobs(switchboard_id, names), strict=True)
+            )
+            for key, v in kept.items():
+                values[key] = json.loads(b"".join(loaded[name] for name in v.blobs))
+
+        await asyncio.gather(
+            *(
+                load(switchboard_id, values)
+                for switchboard_id, values in states
+                if switchboard_id and any(isinstance(v, _Kept) for v in values.values())
+            )
+        )
 
     @asynccontextmanager
     async def _lock(self, ref: str) -> AsyncIterator[None]:
@@ -643,15 +688,60 @@ class _TailPage:
     has_more: bool
 
 
-def _wrap(values: Mapping[str, Any]) -> dict[str, list[Any]]:
+def _wrap(values: Mapping[str, Any]) -> dict[str, Any]:
     """ADK state as a merge patch that replaces per key and keeps None: each value in a list."""
     return {key: [value] for key, value in values.items()}
 
 
+@dataclass(frozen=True)
+class _Kept:
+    """A state value read as kept in blobs (its pieces' names), until _load_kept loads it."""
+
+    blobs: tuple[str, ...]
+
+
+def _state_content(
+    values: Mapping[str, Any], limit: int, more: Mapping[str, Any] | None = None
+) -> tuple[dict[str, Any], list[bytes]]:
+    """A state event's content, `values` wrapped (and `more` beside), with the largest values
+    kept in blobs until it fits the event size `limit`; and those blobs. A kept value's place
+    names its pieces under _STORED, with its size and a preview for the operator: an object
+    where a stored value is a list, so the next write of the key (a list, or another object of
+    the same three fields) replaces it whole under the merge patch."""
+    wrapped = _wrap(values)
+    content: dict[str, Any] = {_STATE: wrapped, **(more or {})}
+    pieces: list[bytes] = []
+    while content_bytes(content) > limit:
+        inline = [(content_bytes(v), key) for key, v in wrapped.items() if isinstance(v, list)]
+        if not inline:
+            break  # the keys' names alone are over it: the server says so
+        _, key = max(inline)
+        raw = json.dumps(values[key], ensure_ascii=False, separators=(",", ":")).encode()
+        parts = [raw[i : i + PIECE_SIZE] for i in range(0, len(raw), PIECE_SIZE)]
+        shown = preview(values[key], len(raw), "value")
+        wrapped[key] = {
+            _STORED: {
+                "bytes": len(raw),
+                "blobs": [hashlib.sha256(part).hexdigest() for part in parts],
+                "preview": shown if shown is not values[key] else "",
+            }
+        }
+        pieces.extend(parts)
+    return content, pieces
+
+
 def _unwrap(stored: Any) -> dict[str, Any]:
+    """ADK state from its stored form: each value out of its list; one kept in blobs as a
+    _Kept."""
     if not isinstance(stored, dict):
         return {}
-    return {key: value[0] for key, value in stored.items() if isinstance(value, list) and value}
+    values: dict[str, Any] = {}
+    for key, value in stored.items():
+        if isinstance(value, list) and value:
+            values[key] = value[0]
+        elif isinstance(value, dict) and isinstance(value.get(_STORED), dict):
+            values[key] = _Kept(tuple(value[_STORED].get("blobs") or ()))
+    return values
 
 
 def _merge(

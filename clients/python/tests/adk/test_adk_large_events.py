@@ -2,7 +2,8 @@
 any size): kept in the session's blobs, read back exactly (as JSON, byte for byte) by
 get_session, from this service, a fresh one (another process's view) and a fork; shown on the
 session page as a readable preview; small events cost the requests they always did; deleting
-the session still works; a server set lower than the default is followed."""
+the session still works; a server set lower than the default is followed. State values over
+the limit (ADK's stores take any size there too) are kept in blobs the same way."""
 
 import asyncio
 import hashlib
@@ -12,6 +13,7 @@ import pytest
 from django.test import Client as PageClient
 from google.adk.errors import StaleSessionError
 from google.adk.events.event import Event
+from google.adk.events.event_actions import EventActions
 from google.adk.sessions.base_session_service import GetSessionConfig
 from google.genai import types
 from switchboard_client import AsyncClient, RetryPolicy
@@ -270,3 +272,88 @@ def test_a_stale_writer_of_a_large_event_stores_none_of_it(server_url, api_key):
 
     before, after = run(server_url, api_key, scenario)
     assert before == names and after == []
+
+
+def stated(delta, author="agent"):
+    """An event that only changes state (as a tool's `tool_context.state[...] = ...` does)."""
+    return Event(invocation_id="inv", author=author, actions=EventActions(state_delta=delta))
+
+
+def test_state_values_over_the_limit_round_trip_in_blobs(server_url, api_key, project):
+    """ADK's stores keep a state value of any size: one over the event limit, in the session's
+    state or the app's or the user's, is kept in blobs and read back equal, by this service and
+    a fresh one, through get_session, list_sessions and get_user_state; its place in the
+    working state shows its size and a preview; a later small write of the key replaces it."""
+    doc = "chapter é 😀 " + "x" * (400 * 1024)
+    manual = {"pages": ["p" * 1000] * 300}  # ~300 KB, an object
+    prefs = ["é" * 100_000]  # 100,000 characters, ~600 KB as the server counts them (escaped)
+    later = "y" * (300 * 1024)
+    initial = {"doc": doc, "small": 1, "app:manual": manual, "user:prefs": prefs}
+    expected = {
+        "doc": later,
+        "small": 1,
+        "gone": None,
+        "app:manual": manual,
+        "user:prefs": prefs,
+    }
+
+    async def write(service, client):
+        session = await service.create_session(
+            app_name="app", user_id="u", session_id="s1", state=initial
+        )
+        await service.append_event(session, stated({"doc": later, "gone": None}))
+        return session.state
+
+    assert run(server_url, api_key, write) == expected
+
+    async def read(service, client):
+        got = await service.get_session(app_name="app", user_id="u", session_id="s1")
+        of_user = await service.list_sessions(app_name="app", user_id="u")
+        of_app = await service.list_sessions(app_name="app")
+        user_state = await service.get_user_state(app_name="app", user_id="u")
+        sid = (await client.find_session(REF)).id
+        working = (await client.state(sid)).state["adk_state"]
+        return got, of_user, of_app, user_state, working
+
+    got, of_user, of_app, user_state, working = run(server_url, api_key, read)
+    assert got.state == expected
+    assert [s.state for s in of_user.sessions] == [expected]
+    assert [s.state for s in of_app.sessions] == [expected]
+    assert user_state == {"prefs": prefs}
+    # The operator's view of the session's working state: the kept value's size and preview.
+    kept = working["doc"][STORED]
+    assert kept["bytes"] == len(json.dumps(later)) and kept["preview"].startswith("y" * 100)
+    assert "[cut: the whole value" in kept["preview"] and working["small"] == [1]
+
+    async def shrink(service, client):
+        session = await service.get_session(app_name="app", user_id="u", session_id="s1")
+        await service.append_event(session, stated({"doc": "short", "user:prefs": ["p"]}))
+        return await SwitchboardSessionService(client, namespace="t:").get_session(
+            app_name="app", user_id="u", session_id="s1"
+        )
+
+    smaller = run(server_url, api_key, shrink)
+    assert smaller.state == {**expected, "doc": "short", "user:prefs": ["p"]}
+
+
+def test_a_state_read_with_nothing_in_blobs_costs_no_more_requests(server_url, api_key):
+    sent = []
+
+    async def count(request):
+        sent.append(f"{request.method} {request.url.path.rsplit('/', 1)[-1]}")
+
+    async def scenario(service, client):
+        await service.create_session(
+            app_name="app", user_id="u", session_id="s1", state={"small": 1, "user:x": 2}
+        )
+        sent.clear()
+        got = await service.get_session(app_name="app", user_id="u", session_id="s1")
+        read = list(sent)
+        sent.clear()
+        await service.list_sessions(app_name="app", user_id="u")
+        return got, read, list(sent)
+
+    got, read, listed = run(server_url, api_key, scenario, event_hooks={"request": [count]})
+    assert got.state == {"small": 1, "user:x": 2}
+    assert read == ["GET sessions"]
+    assert listed == ["GET sessions", "GET sessions"]
