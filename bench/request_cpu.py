@@ -20,6 +20,7 @@ migrated) with Redis (REDIS_URL, default redis://127.0.0.1:6379/0) as in product
 - healthz: GET /healthz, the whole middleware stack and a view that does nothing: the floor
   every figure is divided by;
 - append: POST …/events with one message event (the single append);
+- batch100: POST …/events with 100 message events (bench/ingest.py's batch);
 - last50: GET …/events?order=desc&limit=50 of a session of `--events` events;
 - keyed50: the same with key_prefix=oai: (how the OpenAI Agents adapter reads its items);
 - open3: GET /sessions by three external_ids with include=state&include=events (how the ADK
@@ -63,6 +64,7 @@ OPERATIONS = (
     "api_noop",
     "floor_append",
     "append",
+    "batch100",
     "last50",
     "keyed50",
     "open3",
@@ -231,6 +233,10 @@ def set_up(args: argparse.Namespace) -> tuple[InProcess, dict[str, Callable[[], 
     refs = [f"bench:{uuid.uuid4().hex[:8]}:{n}" for n in range(3)]
     for ref in refs:
         new_session(external_id=ref, metadata={"adk": "session", "app_name": "bench"})
+    batch = [
+        {**message, "content": {"text": f"message {n}: " + "where is my order? " * 8}}
+        for n in range(100)
+    ]
     by_refs = "&".join(f"external_id={ref}" for ref in refs)
     events = f"/api/v1/sessions/{read}/events"
     operations: dict[str, Callable[[], bytes]] = {
@@ -241,6 +247,9 @@ def set_up(args: argparse.Namespace) -> tuple[InProcess, dict[str, Callable[[], 
         ),
         "append": lambda: api.call(
             "POST", f"/api/v1/sessions/{appended}/events", {"events": [message]}
+        ),
+        "batch100": lambda: api.call(
+            "POST", f"/api/v1/sessions/{appended}/events", {"events": batch}
         ),
         "last50": lambda: api.call("GET", events, query="order=desc&limit=50"),
         "keyed50": lambda: api.call("GET", events, query="key_prefix=oai:&order=desc&limit=58"),
