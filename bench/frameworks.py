@@ -32,7 +32,8 @@ One thread or session per store grows to each checkpoint (100, 1,000 and 5,000 i
 default; `--items N` stops at N; OpenAI: add_items in batches of 100; LangGraph: invokes of the
 chat graph with 99 user messages each, and its reply; ADK: append_event one by one), then at
 that size, the stores in shuffled order for each operation, `--reps` calls each (`--turn-reps`
-for the whole turns and LangGraph's list), after two unmeasured ones:
+for the whole turns and LangGraph's list), after two unmeasured ones, once both databases
+have been vacuumed (VACUUM ANALYZE, as autovacuum would have: Bench.vacuum):
 
 - OpenAI: `add_items` of one item; `get_items(50)`; a `Runner.run` turn on the SDK's
   ScriptedModel (no network; the runner reads the whole session and adds the user's message
@@ -288,6 +289,23 @@ class Bench:
                     await calls[store]()
                     latencies.append((time.perf_counter() - t0) * 1000)
 
+    # --- Between growing and measuring -----------------------------------------------------------
+
+    def vacuum(self) -> None:
+        """VACUUM (ANALYZE) Switchboard's database and the stores', after each growth and
+        before its measurements: what autovacuum does on a server that runs it. Growing leaves
+        thousands of dead versions of the rows every write updates (a session's head, its
+        updated_at: indexed, so never a HOT update), and a server with autovacuum off (as this
+        machine's may be: printed) would otherwise measure them, in the adapter's operations
+        most (a metadata look-up visits each dead version its GIN index still points to)."""
+        for conn in (self.sb_conn, self.meter_conn):
+            conn.commit()
+            conn.autocommit = True
+            try:
+                conn.execute("VACUUM (ANALYZE)")
+            finally:
+                conn.autocommit = False
+
     # --- Bytes stored ---------------------------------------------------------------------------
 
     def table_bytes(self, store: str, framework: str) -> int:
@@ -443,6 +461,7 @@ async def openai_agents(bench: Bench) -> None:
             for session in sessions.values():
                 await session.add_items(batch)
             stored += len(batch)
+        bench.vacuum()
 
         one = [openai_user(text(rng))]
         await bench.ameasure(
@@ -540,6 +559,7 @@ def langgraph(bench: Bench) -> None:
                 for graph in graphs.values():
                     graph.invoke({"messages": humans or [HumanMessage(text(rng))]}, config)
                 stored += max(len(humans), 1) + 1
+            bench.vacuum()
 
             def invoke(store: str) -> Callable[[], Any]:
                 return lambda: graphs[store].invoke({"messages": [HumanMessage(text(rng))]}, config)
@@ -667,6 +687,7 @@ async def adk(bench: Bench) -> None:
             for store, service in services.items():
                 await service.append_event(latest[store], event(stored))
             stored += 1
+        bench.vacuum()
 
         def append(store: str) -> Callable[[], Awaitable[Any]]:
             return lambda: services[store].append_event(latest[store], event(rng.getrandbits(8)))
@@ -920,6 +941,12 @@ def main() -> int:
         sb_conn.close()
         server.stop()
 
+    with contextlib.closing(ib.pg_connect(args.db)) as conn:
+        (autovacuum,) = conn.execute("SHOW autovacuum").fetchone()
+    print(
+        f"\nautovacuum is {autovacuum} on this PostgreSQL; both databases are vacuumed "
+        "(VACUUM ANALYZE) after each growth, before its measurements"
+    )
     print(
         f"\nframework stores: {server.label}; the frameworks' PostgreSQL stores on the same "
         f"PostgreSQL ({args.stores_db}); --reps {args.reps}, --turn-reps {args.turn_reps}, "
