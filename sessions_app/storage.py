@@ -764,8 +764,11 @@ def events_of_kinds_in_windows(
     windows: Sequence[Window], *, kinds: Sequence[str]
 ) -> list[tuple[int, int, str, str]]:
     """(k, seq, kind, content as stored) of the events of `kinds` in `windows`, by k then seq.
-    One statement: a primary-key range scan per window (LATERAL, so never a scan of the table
-    whatever the planner guesses of the arrays' length)."""
+    One statement: a primary-key range scan per window, whatever the planner guesses of the
+    arrays' length. The OFFSET 0 keeps it so: a LATERAL subquery without one is pulled up
+    into a plain join, and the generic plan PostgreSQL keeps for this prepared statement then
+    hash-joined a sequential scan of the whole events table (6.8 ms where the range scans take
+    0.3, for a session of 10,000 events; more as the table grows)."""
     if not windows:
         return []
     with server_bound_cursor() as cursor:
@@ -773,7 +776,7 @@ def events_of_kinds_in_windows(
             f"SELECT w.k, e.seq, e.kind, e.content FROM {_WINDOWS}"
             f" CROSS JOIN LATERAL (SELECT seq, kind, content FROM {table(Event)}"
             f" WHERE session_id = w.session_id AND seq > w.low AND seq <= w.high"
-            f" AND kind = ANY(%s::text[])) e ORDER BY w.k, e.seq",
+            f" AND kind = ANY(%s::text[]) OFFSET 0) e ORDER BY w.k, e.seq",
             [*_window_arrays(windows), list(kinds)],
         )
         return list(cursor.fetchall())
