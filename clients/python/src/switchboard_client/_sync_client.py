@@ -35,6 +35,7 @@ from ._core import (
     error_from,
     given,
     http_headers,
+    http_options,
     network_error,
     new_key,
     read,
@@ -102,7 +103,7 @@ class Client:
             headers=default_headers(self.api_key),
             timeout=timeout,
             transport=transport,
-            **(httpx_options or {}),
+            **http_options(self.url, httpx_options),
         )
         # Blob names this client stored or found per session: not asked about, nor sent again.
         self._stored_blobs = StoredBlobNames()
