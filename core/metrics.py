@@ -17,6 +17,7 @@ up (its multiprocess mode; gauges below declare how they combine).
 
 from __future__ import annotations
 
+import collections
 import time
 from collections.abc import Callable
 from typing import Any
@@ -104,8 +105,10 @@ def on_scrape(hook: Callable[[], None]) -> Callable[[], None]:
 
 
 def count_events(kinds: list[str]) -> None:
-    for kind in kinds:
-        EVENTS_APPENDED.labels(kind).inc()
+    # One labels() look-up and one increment per kind, not per event (a batch of 100 spent
+    # a fiftieth of its server time here).
+    for kind, count in collections.Counter(kinds).items():
+        EVENTS_APPENDED.labels(kind).inc(count)
 
 
 def render() -> tuple[bytes, str]:
