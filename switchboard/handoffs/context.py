@@ -232,9 +232,11 @@ def request_view(handoff: Handoff) -> dict[str, Any]:
 
 
 def workspace_version(handoff: Handoff) -> str:
-    """What the workspace shows changed since a render exactly when this did: every write to a
-    handoff sets its updated_at, and every write to its session raises head_seq. The page
-    hands it to its socket, which then skips the catch-up frame when nothing changed."""
+    """The version of what the workspace's pushes follow: every write to the handoff sets its
+    updated_at, and every write to its session raises head_seq. The page hands it to its
+    socket, which skips its catch-up frame when neither moved since the render. (A linked
+    task and a lease running out are not pushed either: the page's next push, and its own
+    lease timer, show those.)"""
     return f"{handoff.updated_at.timestamp():.6f}:{handoff.session.head_seq}"
 
 
