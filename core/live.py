@@ -180,7 +180,9 @@ class LiveListConsumer(LiveConsumer):
             return
         await self.join([project_list_group(project_id, self.listing)])
         await self.accept()
-        if self.flush_on_join:
+        # A stream that noted, on opening, what changed since its page's render (`caught_up`)
+        # flushes it as any change.
+        if self.flush_on_join or getattr(self.stream, "caught_up", False):
             self.flush_task = asyncio.create_task(self._flush_later())
 
     async def changed(self, event: dict[str, Any]) -> None:

@@ -9,13 +9,70 @@ The `#live-rows` partial of each list template takes the frame's context (`delet
 `prepend`, `notice`).
 """
 
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.db.models import QuerySet
+from django.http import QueryDict
 from django.template.loader import render_to_string
+from django.utils import timezone
 
 SortKey = tuple[Any, str]  # (the sort field's value, the row's id): a keyset cursor's position
+
+# A list page's render time and the rows it shows, in its socket's URL: a change committed
+# between the render and the socket's join reached no one, so the socket looks for it.
+RENDERED_AT = "rendered_at"
+SHOWN = "shown"
+CATCH_UP_LIMIT = 200
+# A write stamped just before the render's read and committed after it is looked for too; a
+# row caught up that had not changed is rendered as it was.
+RENDER_SLACK = timedelta(seconds=1)
+
+
+def render_started() -> datetime:
+    """The time a list page's socket catches up from: taken before the page's read."""
+    return timezone.now() - RENDER_SLACK
+
+
+def live_query(params: QueryDict, rendered_at: datetime, rows: Iterable[Any]) -> str:
+    """The page's socket URL's query: its filters (`params`), its render time, its rows."""
+    live = params.copy()
+    live[RENDERED_AT] = rendered_at.isoformat()
+    live[SHOWN] = ",".join(str(row.pk) for row in rows)
+    return live.urlencode()
+
+
+def rendered_page(params: QueryDict) -> tuple[datetime, set[str]] | None:
+    """When the page was rendered and the ids of the rows it shows, from its socket's URL
+    (None without them, or when they do not read: the socket then takes the page to show what
+    the list holds now, and catches up on nothing)."""
+    try:
+        rendered_at = datetime.fromisoformat(params.get(RENDERED_AT, ""))
+        shown = {str(uuid.UUID(i)) for i in params.get(SHOWN, "").split(",") if i}
+    except ValueError:
+        return None
+    if rendered_at.tzinfo is None or len(shown) > CATCH_UP_LIMIT:
+        return None
+    return rendered_at, shown
+
+
+def rows_changed_since(
+    rows: QuerySet[Any], since: datetime, among: set[str]
+) -> tuple[list[tuple[str, bool]], set[str]]:
+    """What a page of `rows` (a project's sessions or tasks: updated_at and created_at)
+    rendered at `since` may not show: the rows changed since, newest first (CATCH_UP_LIMIT),
+    each with whether it was created since; and which of `among` (the page's rows) are gone."""
+    changed = [
+        (str(pk), created_at >= since)
+        for pk, created_at in rows.filter(updated_at__gte=since)
+        .order_by("-updated_at")
+        .values_list("pk", "created_at")[:CATCH_UP_LIMIT]
+    ]
+    present = {str(pk) for pk in rows.filter(pk__in=list(among)).values_list("pk", flat=True)}
+    return changed, among - present
 
 
 @dataclass
@@ -47,6 +104,16 @@ class ShownPage:
     @property
     def first_page(self) -> bool:
         return self.cursor_key is None
+
+    def catch_up(self, changed: list[tuple[str, bool]], gone: set[str]) -> bool:
+        """Note rows_changed_since's answer as changes (created ones as new rows); whether it
+        noted any (the socket then flushes on joining)."""
+        for row_id, created in changed:
+            if created:
+                self.created.add(row_id)
+            self.changed.add(row_id)
+        self.changed |= gone
+        return bool(changed or gone)
 
     def take(self) -> tuple[set[str], set[str]]:
         """The ids noted since the last flush (called on the event loop, not the thread)."""

@@ -35,7 +35,7 @@ from core.live import (
     LiveConsumer,
     LiveListConsumer,
 )
-from core.live_rows import RowChanges, ShownPage
+from core.live_rows import RowChanges, ShownPage, rendered_page, rows_changed_since
 from core.realtime import task_group
 
 from .access import get_task_for_user
@@ -185,6 +185,8 @@ class TaskListStream:
     project_id: int
     form: TaskFilterForm
     page: ShownPage
+    # Whether opening noted what changed since the page's render (LiveListConsumer flushes).
+    caught_up: bool = False
 
     @classmethod
     def open(cls, user: Any, project_id: int, query: str) -> "TaskListStream":
@@ -195,16 +197,24 @@ class TaskListStream:
             raise ValueError("invalid filters")
         page, next_cursor = task_page(project, form)
         cursor = form.cleaned_data.get("cursor")
-        return cls(
+        params = QueryDict(query)
+        rendered = rendered_page(params)
+        stream = cls(
             user=user,
             project_id=project_id,
             form=form,
             page=ShownPage(
-                known={str(t.pk) for t in page},
+                known=rendered[1] if rendered else {str(t.pk) for t in page},
                 last_key=_sort_key(page[-1]) if next_cursor else None,
                 cursor_key=decode_cursor(cursor) if cursor else None,
             ),
         )
+        if rendered:
+            # What no notice brought between the page's render and this join: tasks changed
+            # or created since, and shown ones deleted.
+            found = rows_changed_since(project.tasks.all(), rendered[0], stream.page.known)
+            stream.caught_up = stream.page.catch_up(*found)
+        return stream
 
     def note(self, kind: str, task_id: str) -> bool:
         if kind == "task.created":

@@ -12,6 +12,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 from django.views.decorators.vary import vary_on_headers
 
+from core.live_rows import live_query, render_started
 from core.pages import base_context, cursor_links, form_errors, htmx_partial_for, project_for
 
 from .access import get_task_for_user
@@ -41,6 +42,7 @@ def task_list(request: HttpRequest, project_id: int) -> HttpResponse:
     if not form.is_valid():
         context["errors"] = form_errors(form)
         return render(request, template, context, status=400)
+    rendered_at = render_started()  # before the read: what the page's socket catches up from
     tasks, next_cursor = task_page(project, form)
     context.update(
         {
@@ -49,7 +51,8 @@ def task_list(request: HttpRequest, project_id: int) -> HttpResponse:
             "is_first_page": not form.cleaned_data.get("cursor"),
             "is_filtered": form.is_filtered,
             "filter_session": linked_session(project, form),
-            "ws_url": f"/ws/projects/{project.pk}/tasks/?{request.GET.urlencode()}",
+            "ws_url": f"/ws/projects/{project.pk}/tasks/?"
+            + live_query(request.GET, rendered_at, tasks),
         }
     )
     return render(request, template, context)

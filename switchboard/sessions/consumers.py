@@ -28,7 +28,7 @@ from core.live import (
     AccessLost,
     LiveConsumer,
 )
-from core.live_rows import RowChanges, ShownPage
+from core.live_rows import RowChanges, ShownPage, rendered_page, rows_changed_since
 from core.models import Membership
 from core.pages import role_context
 from core.realtime import project_list_group, session_group, task_group
@@ -324,11 +324,14 @@ class SessionListStream:
     project_id: int
     form: SessionFilterForm
     page: ShownPage
+    # Whether opening noted what changed since the page's render (LiveListConsumer flushes).
+    caught_up: bool = False
 
     @classmethod
     def open(cls, user: Any, project_id: int, query: str) -> "SessionListStream":
         membership = require_role(user, project_id)
-        form = SessionFilterForm(membership.project, QueryDict(query))
+        params = QueryDict(query)
+        form = SessionFilterForm(membership.project, params)
         if not form.is_valid():
             raise ValueError("invalid filters")
         sort = form.cleaned_data["sort"]
@@ -340,17 +343,26 @@ class SessionListStream:
             sort=sort,
         )
         key_field, descending = SESSION_SORTS[sort]
-        return cls(
+        rendered = rendered_page(params)
+        stream = cls(
             user=user,
             project_id=project_id,
             form=form,
             page=ShownPage(
-                known={str(s.pk) for s in page},
+                known=rendered[1] if rendered else {str(s.pk) for s in page},
                 last_key=(getattr(page[-1], key_field), str(page[-1].pk)) if next_cursor else None,
                 cursor_key=decode_sort_cursor(cursor, sort) if cursor else None,
                 descending=descending,
             ),
         )
+        if rendered:
+            # What no notice brought between the page's render and this join: sessions changed
+            # or opened since, and shown ones deleted (every change a row shows but its task
+            # column and hold badge moves updated_at).
+            sessions = Session.objects.filter(project_id=project_id)
+            found = rows_changed_since(sessions, rendered[0], stream.page.known)
+            stream.caught_up = stream.page.catch_up(*found)
+        return stream
 
     @property
     def sort(self) -> str:

@@ -22,6 +22,7 @@ from django_htmx.http import HttpResponseClientRedirect
 
 from core.actors import Actor
 from core.errors import InvalidInput
+from core.live_rows import live_query, render_started
 from core.models import Role
 from core.pages import (
     base_context,
@@ -84,6 +85,7 @@ def session_list(request: HttpRequest, project_id: int) -> HttpResponse:
         return render(request, template, context, status=400)
     sort = form.cleaned_data["sort"]
     cursor = form.cleaned_data.get("cursor") or None
+    rendered_at = render_started()  # before the read: what the page's socket catches up from
     sessions, next_cursor = page_sessions(
         session_rows(project, form.to_filters()),
         cursor=cursor,
@@ -99,7 +101,8 @@ def session_list(request: HttpRequest, project_id: int) -> HttpResponse:
             **cursor_links(request, next_cursor),
             "is_first_page": cursor is None,
             "is_filtered": form.is_filtered,
-            "ws_url": f"/ws/projects/{project.pk}/?{live_params.urlencode()}",
+            "ws_url": f"/ws/projects/{project.pk}/?"
+            + live_query(live_params, rendered_at, sessions),
         }
     )
     return render(request, template, context)
