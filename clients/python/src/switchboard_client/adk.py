@@ -266,13 +266,8 @@ class SwitchboardSessionService(BaseSessionService):
             tail = listed.get(ref)
             if tail is None:
                 return None
-            app_state = self._shared_from(app_ref, listed.get(app_ref))
-            user_state = self._shared_from(user_ref, listed.get(user_ref))
+            app_state, user_state = await self._shared_found(listed, app_ref, user_ref)
             switchboard_id, head_seq, working = tail.id, tail.head_seq, tail.state or {}
-            await self._load_kept(
-                (self._shared_ids.get(app_ref), app_state),
-                (self._shared_ids.get(user_ref), user_state),
-            )
         else:
             # A fork made in the dashboard, named by its Switchboard id.
             found, (app_state, user_states) = await asyncio.gather(
@@ -535,13 +530,21 @@ class SwitchboardSessionService(BaseSessionService):
     ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
         app_ref, user_ref = self._app_ref(app_name), self._user_ref(app_name, user_id)
         listed = await self.client.find_sessions([app_ref, user_ref], include_state=True)
+        app_state, user_state = await self._shared_found(listed, app_ref, user_ref)
+        return app_state, {user_id: user_state}
+
+    async def _shared_found(
+        self, listed: Mapping[str, m.SessionListItem], app_ref: str, user_ref: str
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The app's and the user's shared state as a look-up by external id found them, the
+        values kept in blobs loaded."""
         app_state = self._shared_from(app_ref, listed.get(app_ref))
         user_state = self._shared_from(user_ref, listed.get(user_ref))
         await self._load_kept(
             (self._shared_ids.get(app_ref), app_state),
             (self._shared_ids.get(user_ref), user_state),
         )
-        return app_state, {user_id: user_state}
+        return app_state, user_state
 
     async def _shared_of_app(
         self, app_name: str
@@ -622,6 +625,8 @@ class SwitchboardSessionService(BaseSessionService):
 
         async def load(switchboard_id: str, values: dict[str, Any]) -> None:
             kept = {key: v for key, v in values.items() if isinstance(v, _Kept)}
+            if not kept:
+                return
             names = list(dict.fromkeys(name for v in kept.values() for name in v.blobs))
             loaded = dict(
                 zip(names, await self.client.load_blobs(switchboard_id, names), strict=True)
@@ -629,13 +634,7 @@ class SwitchboardSessionService(BaseSessionService):
             for key, v in kept.items():
                 values[key] = json.loads(b"".join(loaded[name] for name in v.blobs))
 
-        await asyncio.gather(
-            *(
-                load(switchboard_id, values)
-                for switchboard_id, values in states
-                if switchboard_id and any(isinstance(v, _Kept) for v in values.values())
-            )
-        )
+        await asyncio.gather(*(load(sid, values) for sid, values in states if sid))
 
     @asynccontextmanager
     async def _lock(self, ref: str) -> AsyncIterator[None]:
