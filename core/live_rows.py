@@ -45,13 +45,20 @@ def live_query(params: QueryDict, rendered_at: datetime, rows: Iterable[Any]) ->
     return live.urlencode()
 
 
-def rendered_page(params: QueryDict) -> tuple[datetime, set[str]] | None:
+def _uuid_id(text: str) -> str:
+    return str(uuid.UUID(text))
+
+
+def rendered_page(
+    params: QueryDict, row_id: Callable[[str], str] = _uuid_id
+) -> tuple[datetime, set[str]] | None:
     """When the page was rendered and the ids of the rows it shows, from its socket's URL
     (None without them, or when they do not read: the socket then takes the page to show what
-    the list holds now, and catches up on nothing)."""
+    the list holds now, and catches up on nothing). `row_id` reads one id, raising ValueError
+    when it does not read (the lists' ids are UUIDs; the audit log's, integers)."""
     try:
         rendered_at = datetime.fromisoformat(params.get(RENDERED_AT, ""))
-        shown = {str(uuid.UUID(i)) for i in params.get(SHOWN, "").split(",") if i}
+        shown = {row_id(i) for i in params.get(SHOWN, "").split(",") if i}
     except ValueError:
         return None
     if rendered_at.tzinfo is None or len(shown) > CATCH_UP_LIMIT:

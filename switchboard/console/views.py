@@ -24,6 +24,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from core.actors import Actor
 from core.errors import Conflict, DomainError, NotFound
+from core.live_rows import live_query, render_started
 from core.models import ApiKey, Membership, Role
 from core.pages import base_context, form_errors, htmx_partial_for, project_for, user_projects
 from core.queries import filter_audit, page_audit, project_api_keys, project_members
@@ -440,6 +441,7 @@ def audit_log(request: HttpRequest, project_id: int) -> HttpResponse:
         context["errors"] = form_errors(form)
         return render(request, template, context, status=400)
     cursor = form.cleaned_data.get("cursor")
+    rendered_at = render_started()  # before the read: what the page's socket catches up from
     entries, next_id = page_audit(
         filter_audit(project, form.to_filters()), before_id=cursor, limit=AUDIT_PER_PAGE
     )
@@ -455,7 +457,8 @@ def audit_log(request: HttpRequest, project_id: int) -> HttpResponse:
             "next_query": params.urlencode() if next_id else "",
             "is_first_page": cursor is None,
             "is_filtered": form.is_filtered,
-            "ws_url": f"/ws/projects/{project.pk}/audit/?{request.GET.urlencode()}",
+            "ws_url": f"/ws/projects/{project.pk}/audit/?"
+            + live_query(request.GET, rendered_at, entries),
         }
     )
     return render(request, template, context)
