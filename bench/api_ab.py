@@ -3,6 +3,9 @@
 
     .venv/bin/python bench/api_ab.py --baseline-root /tmp/base      # this tree vs /tmp/base
     .venv/bin/python bench/api_ab.py --baseline-root /tmp/base --profile single
+    # the run command's server (uvicorn config.asgi) against the production split's WSGI side:
+    .venv/bin/python bench/api_ab.py --baseline-root . --baseline-server granian-wsgi \
+        --fleet-only --fleet-repeats 6
 
 bench/ingest.py measures one server against raw psycopg; on a machine shared with other work
 its latencies move by 2x between runs, so a before/after taken from two runs says little. Here
@@ -10,7 +13,10 @@ both servers (the baseline checkout's code and this tree's, same database, same 
 setup of bench/ingest.py: uvicorn, 2 workers, httptools, uvloop, Redis on) are measured in
 alternating rounds (A B B A ...), so drift and other work hit both alike. Per operation it
 prints p50/p95 of each, the CPU each request costs the server processes and their PostgreSQL
-backends, and the ratio new/base; then the 32-agent fleet against each, twice, alternated.
+backends, and the ratio new/base; then the 32-agent fleet against each, twice (or
+--fleet-repeats), alternated: events/s and server CPU per append of each repeat, and the median
+of the repeats' new/base ratios. --baseline-server runs the baseline under another server than
+--server (one checkout, two server setups).
 
 --profile single|batch runs py-spy (PYSPY, default /tmp/pyspy/bin/py-spy) on this tree's
 server during extra single-event appends or batches of 100 and prints the top frames (own
@@ -24,6 +30,7 @@ import collections
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import time
@@ -167,6 +174,11 @@ def main() -> int:
         default=ib.UVICORN,
         help="the server both checkouts run under (bench/ingest.py's --server)",
     )
+    p.add_argument(
+        "--baseline-server",
+        choices=[ib.UVICORN, ib.GRANIAN_WSGI],
+        help="the baseline's server, when it is not --server's",
+    )
     p.add_argument("--profile-seconds", type=float, default=12.0)
     p.add_argument("--workers", type=int, default=ib.DEFAULT_WORKERS)
     p.add_argument(
@@ -192,6 +204,7 @@ def main() -> int:
     if args.baseline_root is None:
         p.error("--baseline-root is required")
     roots = {"base": args.baseline_root.resolve(), "new": ROOT}
+    kinds = {"base": args.baseline_server or args.server, "new": args.server}
 
     ib.log(f"recreating database {args.db}")
     ib.scratch_database(args.db, ib.server_env(args.db))
@@ -245,7 +258,7 @@ def main() -> int:
                     workers=args.workers,
                     http=ib.DEFAULT_HTTP,
                     loop=ib.DEFAULT_LOOP,
-                    kind=args.server,
+                    kind=kinds[label],
                 )
             finally:
                 os.environ.clear()
@@ -261,7 +274,7 @@ def main() -> int:
                 args.workers,
                 3 if args.smoke else 30,
             )
-            ib.log(f"{label}: {roots[label]} on port {srv.port}")
+            ib.log(f"{label}: {roots[label]} under {srv.label} on port {srv.port}")
 
         ops = ["single", "batch100", "last50", "slice1000", "state", "fork"]
         lat: dict[str, dict[str, list[float]]] = {lb: {o: [] for o in ops} for lb in servers}
@@ -333,10 +346,14 @@ def main() -> int:
             for rep in range(args.fleet_repeats):
                 for lb in list(servers) if rep == 0 else list(servers)[::-1]:
                     fsids = [new_session(f"fleet {lb} {rep} {i}") for i in range(ib.FLEET_AGENTS)]
-                    fleet[lb].append(
-                        ib.fleet_http(servers[lb].port, key, fsids, fbodies, args.fleet_seconds)
-                    )
-                    ib.log(f"fleet {lb}: {fleet[lb][-1]['events_per_s']:,.0f} events/s")
+                    with cpu_of(servers[lb], conn, args.db) as m:
+                        run = ib.fleet_http(
+                            servers[lb].port, key, fsids, fbodies, args.fleet_seconds
+                        )
+                    # The meter also saw each agent's warm-up requests.
+                    run["cpu"] = m.per_request(run["n"] + ib.FLEET_WARM_REQUESTS * ib.FLEET_AGENTS)
+                    fleet[lb].append(run)
+                    ib.log(f"fleet {lb}: {run['events_per_s']:,.0f} events/s")
 
         for what in args.profile:
             port = servers["new"].port
@@ -371,7 +388,8 @@ def main() -> int:
         f"API before/after, one run, interleaved rounds ({args.rounds} x {args.n} requests per "
         f"op; batches: {max(4, args.n // 6)} per round); read session {head:,} events"
     )
-    print(f"base = {roots['base']}   new = {roots['new']} {' '.join(args.new_env)}")
+    print(f"base = {roots['base']} under {servers['base'].label}")
+    print(f"new  = {roots['new']} under {servers['new'].label} {' '.join(args.new_env)}")
     print(
         f"load average before {load_before[0]:.2f} {load_before[1]:.2f}, after "
         f"{load_after[0]:.2f} {load_after[1]:.2f} (2 cores, shared)"
@@ -401,8 +419,26 @@ def main() -> int:
         if runs:
             print(
                 f"fleet {lb}: "
-                + "; ".join(f"{f['events_per_s']:,.0f} ev/s p95 {f['p95']:.1f} ms" for f in runs)
+                + "; ".join(
+                    f"{f['events_per_s']:,.0f} ev/s p95 {f['p95']:.1f} ms"
+                    f" CPU {f['cpu']['server_cpu_ms']:.2f} ms"
+                    for f in runs
+                )
             )
+    pairs = [
+        (
+            n["events_per_s"] / b["events_per_s"],
+            n["cpu"]["server_cpu_ms"] / b["cpu"]["server_cpu_ms"],
+        )
+        for b, n in zip(fleet["base"], fleet["new"], strict=True)
+        if b["events_per_s"] and n["events_per_s"] and b["cpu"]["server_cpu_ms"]
+    ]
+    if pairs:
+        print(
+            f"fleet new/base, median of {len(pairs)} repeats: events/s "
+            f"{statistics.median(p[0] for p in pairs):.2f}x, server CPU per append "
+            f"{statistics.median(p[1] for p in pairs):.2f}x"
+        )
     out = ROOT / "bench" / "results" / f"api-ab-{time.strftime('%Y%m%dT%H%M%S')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"rows": rows, "fleet": fleet}, indent=2, default=str))

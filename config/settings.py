@@ -215,8 +215,12 @@ SWITCHBOARD_ASYNC_HTTP_PATHS = [
     # request); this entry is for a reverse proxy in front of separate WSGI/ASGI servers.
     r"^/api/v1/handoffs/[^/]+$",
 ]
-# Threads per process running WSGI requests inside the ASGI server (config/asgi.py).
-SWITCHBOARD_WSGI_THREADS = env_int("SWITCHBOARD_WSGI_THREADS", 10)
+# Threads per process running WSGI requests inside the ASGI server (config/asgi.py). As many
+# as granian's blocking threads in the production split: more only contend for the GIL with
+# each other and the event loop (10 threads served a 32-agent fleet 0.77x as fast as the split,
+# at 1.28x the CPU per append; 4, within a few percent of it: bench/api_ab.py
+# --baseline-server granian-wsgi). Long polls and streaming exports hold none of them.
+SWITCHBOARD_WSGI_THREADS = env_int("SWITCHBOARD_WSGI_THREADS", 4)
 
 TEMPLATES = [
     {
