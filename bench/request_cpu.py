@@ -26,6 +26,8 @@ migrated) with Redis (REDIS_URL, default redis://127.0.0.1:6379/0) as in product
 - open3: GET /sessions by three external_ids with include=state&include=events (how the ADK
   adapter's get_session opens a session and its shared state in one request);
 - by_metadata: GET /sessions by metadata values with include=state (the ADK list_sessions);
+- state: GET …/state?at_seq=<a random seq> of the read session (time travel);
+- fork: POST …/fork at a random seq of the read session (copy-on-write: no event copied);
 - api_noop: a plain Django view that answers `{}` through the API's own handler (its shorter
   middleware stack): what any API request costs before it does anything;
 - floor_append: the least a single append can cost on the required stack (Django, the API's
@@ -45,9 +47,11 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import itertools
 import json
 import os
 import pstats
+import random
 import statistics
 import sys
 import time
@@ -69,6 +73,8 @@ OPERATIONS = (
     "keyed50",
     "open3",
     "by_metadata",
+    "state",
+    "fork",
 )
 FLOOR_URLCONF = "bench_request_cpu_floor_urls"
 
@@ -239,6 +245,10 @@ def set_up(args: argparse.Namespace) -> tuple[InProcess, dict[str, Callable[[], 
     ]
     by_refs = "&".join(f"external_id={ref}" for ref in refs)
     events = f"/api/v1/sessions/{read}/events"
+    # Random seqs of the read session, drawn in turn (seeded: runs compare).
+    seqs = itertools.cycle(
+        random.Random(3).sample(range(1, args.events + 1), min(args.events, 500))
+    )
     operations: dict[str, Callable[[], bytes]] = {
         "healthz": lambda: api.call("GET", "/healthz"),
         "api_noop": lambda: floor.call("GET", "/api/v1/noop"),
@@ -261,6 +271,10 @@ def set_up(args: argparse.Namespace) -> tuple[InProcess, dict[str, Callable[[], 
             "/api/v1/sessions",
             query="metadata.adk=session&metadata.app_name=bench&include=state&limit=200",
         ),
+        "state": lambda: api.call(
+            "GET", f"/api/v1/sessions/{read}/state", query=f"at_seq={next(seqs)}"
+        ),
+        "fork": lambda: api.call("POST", f"/api/v1/sessions/{read}/fork", {"at_seq": next(seqs)}),
     }
     return api, operations
 
