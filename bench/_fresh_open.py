@@ -4,9 +4,11 @@ times the whole process from outside.
 
     python bench/_fresh_open.py '{"framework": "langgraph", "store": "pg", ...}'
 
-It imports only the framework and the store (nothing of Switchboard's server, nothing of the
-other benches), builds the store, does the first read (OpenAI: get_items(50); LangGraph:
-get_tuple of the thread's latest checkpoint; ADK: get_session with num_recent_events=50), and
+With "store": "floor" it makes one request through httpx alone instead (the floor of any
+adapter's first read). Otherwise it imports only the framework and the store (nothing of
+Switchboard's server, nothing of the other benches), builds the store, does the first read
+(OpenAI: get_items(50); LangGraph: get_tuple of the thread's latest checkpoint; ADK:
+get_session with num_recent_events=50), and
 prints one JSON line: how long the imports and the build took, how long the first read took,
 and how many items it read (so the caller sees it read the thread it meant).
 """
@@ -94,10 +96,33 @@ def adk(spec: dict[str, Any]) -> tuple[float, float, int]:
     return asyncio.run(main())
 
 
+def floor(spec: dict[str, Any]) -> tuple[float, float, int]:
+    """The least a first read can take here: one request through httpx, the adapters' HTTP
+    library (sync or async as the framework's adapter), to a path that does nothing."""
+    import httpx
+
+    if spec["mode"] == "sync":
+        with httpx.Client() as client:
+            built = time.perf_counter()
+            client.get(spec["url"])
+            return built, time.perf_counter(), 0
+
+    async def main() -> tuple[float, float, int]:
+        async with httpx.AsyncClient() as client:
+            built = time.perf_counter()
+            await client.get(spec["url"])
+            return built, time.perf_counter(), 0
+
+    return asyncio.run(main())
+
+
 def main() -> int:
     spec = json.loads(sys.argv[1])
     opener = {"openai_agents": openai_agents, "langgraph": langgraph, "adk": adk}
-    built, read, items = opener[spec["framework"]](spec)
+    if spec["store"] == "floor":
+        built, read, items = floor(spec)
+    else:
+        built, read, items = opener[spec["framework"]](spec)
     print(
         json.dumps(
             {

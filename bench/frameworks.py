@@ -54,7 +54,9 @@ own PostgreSQL store (p50, p95, all CPU). Then bytes stored per item (pg_total_r
 growth of the store's tables since before its first write; Switchboard: the events and blobs
 tables, which only this framework's adapter writes to meanwhile), and opening the thread or
 session from a fresh process (bench/_fresh_open.py, `--fresh-runs` times: the in-process time of
-its first read, and the whole process's wall time, imports included). The in-memory default
+its first read, and the whole process's wall time, imports included), beside the floor of any
+adapter there: a fresh process's first request through httpx alone, to an API path that does
+nothing. The in-memory default
 stores have no bytes on disk and nothing a fresh process can open: `-` there. Nothing is
 asserted.
 """
@@ -331,7 +333,11 @@ class Bench:
 
     def fresh_open(self, framework: str, items: int, specs: dict[str, dict[str, Any]]) -> None:
         """Each store's thread or session opened by `--fresh-runs` new processes
-        (bench/_fresh_open.py), the stores alternating."""
+        (bench/_fresh_open.py), the stores alternating; and beside them, the floor: a new
+        process's first request through httpx alone (the adapter's client library, sync for
+        LangGraph's saver, async for the others) to an API path that does nothing."""
+        mode = "sync" if framework == "langgraph" else "async"
+        specs = {**specs, FLOOR: {"url": self.base + NO_SUCH_ENDPOINT, "mode": mode}}
         results = {store: Fresh(framework, items, store) for store in specs}
         for _ in range(self.args.fresh_runs):
             order = list(specs)
@@ -859,6 +865,14 @@ def render(bench: Bench, frameworks: list[str]) -> None:
                     f"{ib.pct(f.process_ms, 0.5):>21.0f}{ib.pct(f.process_ms, 0.95):>8.0f}"
                     f"{f.read_items:>6}"
                 )
+            f = by_store[FLOOR]
+            floor_label = "floor: 1 request, httpx"
+            print(
+                f"{'':<22}{items:>6}  {floor_label:<26}"
+                f"{ib.pct(f.first_read_ms, 0.5):>18.2f}{ib.pct(f.first_read_ms, 0.95):>8.2f}"
+                f"{ib.pct(f.process_ms, 0.5):>21.0f}{ib.pct(f.process_ms, 0.95):>8.0f}"
+                f"{'-':>6}"
+            )
             a, p = by_store[ADAPTER], by_store[PG]
             first = ratio(
                 statistics.median(a.first_read_ms), statistics.median(p.first_read_ms), 18
