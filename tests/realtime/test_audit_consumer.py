@@ -20,6 +20,7 @@ from core.services.audit import record_audit
 from core.services.members import change_member_role
 from tests.dashboard.conftest import Team, team  # noqa: F401  (the personas fixture)
 from tests.factories import make_member
+from tests.realtime.test_list_catch_up import frames_on_joining
 from tests.realtime.test_list_groups import QUIET, TIMEOUT, cookie_for, socket
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -90,21 +91,6 @@ def audit_page_socket(team: Team, query: str = "") -> str:
     client.force_login(team.admin)
     page = client.get(f"/p/{team.project.pk}/audit/?{query}").content.decode()
     return unescape(re.search(r'id="audit-results"[^>]*ws-connect="([^"]+)"', page).group(1))
-
-
-def frames_on_joining(path: str, cookie: str) -> str:
-    """What a socket joining at `path` is sent within a second and a half of joining."""
-
-    async def scenario():
-        ws = socket(path, cookie)
-        assert (await ws.connect())[0]
-        parts = []
-        while not await ws.receive_nothing(timeout=1.5):
-            parts.append(await ws.receive_from(timeout=TIMEOUT))
-        await ws.disconnect()
-        return "".join(parts)
-
-    return async_to_sync(scenario)()
 
 
 def test_a_socket_joining_late_gets_the_entries_recorded_since_its_pages_render(team: Team):

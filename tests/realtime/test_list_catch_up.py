@@ -36,13 +36,14 @@ def live_url(team: Team, listing: str = "sessions") -> str:
 
 
 def frames_on_joining(path: str, cookie: str) -> str:
-    """What a socket joining at `path` is sent at once (a flush comes in parts)."""
+    """What a socket joining at `path` is sent on joining ("" when nothing comes within a second
+    and a half; a flush comes in parts)."""
 
     async def scenario():
         ws = socket(path, cookie)
         assert (await ws.connect())[0]
-        parts = [await ws.receive_from(timeout=TIMEOUT)]
-        while not await ws.receive_nothing(timeout=0.5):
+        parts = []
+        while not await ws.receive_nothing(timeout=1.5):
             parts.append(await ws.receive_from(timeout=TIMEOUT))
         await ws.disconnect()
         return "".join(parts)
