@@ -219,7 +219,8 @@ SWITCHBOARD_ASYNC_HTTP_PATHS = [
 # as granian's blocking threads in the production split: more only contend for the GIL with
 # each other and the event loop (10 threads served a 32-agent fleet 0.77x as fast as the split,
 # at 1.28x the CPU per append; 4, within a few percent of it: bench/api_ab.py
-# --baseline-server granian-wsgi). Long polls and streaming exports hold none of them.
+# --baseline-server granian-wsgi). Long polls and streaming exports hold none of them; an
+# artifact's upload over the buffered body size, or its download, holds one while it streams.
 SWITCHBOARD_WSGI_THREADS = env_int("SWITCHBOARD_WSGI_THREADS", 4)
 
 TEMPLATES = [
