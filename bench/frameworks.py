@@ -857,22 +857,16 @@ def render(bench: Bench, frameworks: list[str]) -> None:
         )
         for items in sizes:
             by_store = {f.store: f for f in fresh if f.items == items}
-            for store in (PG, ADAPTER):
+            fresh_names = {**names, FLOOR: "floor: 1 request, httpx"}
+            for store in (PG, ADAPTER, FLOOR):
                 f = by_store[store]
+                read = "-" if store == FLOOR else f.read_items
                 print(
-                    f"{'':<22}{items:>6}  {names[store]:<26}"
+                    f"{'':<22}{items:>6}  {fresh_names[store]:<26}"
                     f"{ib.pct(f.first_read_ms, 0.5):>18.2f}{ib.pct(f.first_read_ms, 0.95):>8.2f}"
                     f"{ib.pct(f.process_ms, 0.5):>21.0f}{ib.pct(f.process_ms, 0.95):>8.0f}"
-                    f"{f.read_items:>6}"
+                    f"{read:>6}"
                 )
-            f = by_store[FLOOR]
-            floor_label = "floor: 1 request, httpx"
-            print(
-                f"{'':<22}{items:>6}  {floor_label:<26}"
-                f"{ib.pct(f.first_read_ms, 0.5):>18.2f}{ib.pct(f.first_read_ms, 0.95):>8.2f}"
-                f"{ib.pct(f.process_ms, 0.5):>21.0f}{ib.pct(f.process_ms, 0.95):>8.0f}"
-                f"{'-':>6}"
-            )
             a, p = by_store[ADAPTER], by_store[PG]
             first = ratio(
                 statistics.median(a.first_read_ms), statistics.median(p.first_read_ms), 18

@@ -192,12 +192,12 @@ class TaskListStream:
     def open(cls, user: Any, project_id: int, query: str) -> "TaskListStream":
         membership = require_role(user, project_id)
         project = membership.project
-        form = TaskFilterForm(workflow_choices(project), QueryDict(query))
+        params = QueryDict(query)
+        form = TaskFilterForm(workflow_choices(project), params)
         if not form.is_valid():
             raise ValueError("invalid filters")
         page, next_cursor = task_page(project, form)
         cursor = form.cleaned_data.get("cursor")
-        params = QueryDict(query)
         rendered = rendered_page(params)
         stream = cls(
             user=user,
