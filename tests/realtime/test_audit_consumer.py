@@ -18,6 +18,7 @@ from core.live import CLOSE_NOT_FOUND
 from core.models import AuditEntry, Membership, Role
 from core.services.audit import record_audit
 from core.services.members import change_member_role
+from switchboard.console.views import AUDIT_PER_PAGE
 from tests.dashboard.conftest import Team, team  # noqa: F401  (the personas fixture)
 from tests.factories import make_member
 from tests.realtime.test_list_catch_up import frames_on_joining
@@ -120,10 +121,13 @@ def test_an_older_page_joining_late_gets_the_notice(team: Team):
 
 
 def test_a_socket_whose_page_is_current_or_unnamed_gets_nothing_on_joining(team: Team):
-    shown = entry(team)
-    # Recorded well before the render (its second of slack would look at it again).
-    AuditEntry.objects.filter(pk=shown).update(created_at=timezone.now() - timedelta(hours=1))
+    # A page's worth and one more, recorded well before the render (its second of slack would
+    # look at them again): the oldest is on no page the socket names, and is not caught up.
+    entries = [entry(team) for _ in range(AUDIT_PER_PAGE + 1)]
+    shown = entries[-1]
+    AuditEntry.objects.filter(pk__in=entries).update(created_at=timezone.now() - timedelta(hours=1))
     path = audit_page_socket(team)
+    assert str(entries[0]) not in parse_qs(urlsplit(path).query)["shown"][0].split(",")
     base = f"/ws/projects/{team.project.pk}/audit/?"
     bare = base
     forged = base + urlencode({"rendered_at": "yesterday", "shown": str(shown)})
