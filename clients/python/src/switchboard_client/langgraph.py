@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import copy
 import hashlib
 import json
 import random
@@ -720,7 +721,13 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
                 refs[(position, channel)] = ref
             for index, write in enumerate(item.writes):
                 refs[(position, f"\0{index}")] = write["value"]
-        values = yield from self._load(session_id, refs)
+        # One checkpoint (get_tuple: the one a graph goes on from): its lists' elements are
+        # kept as if this process had stored them, so the next put sends only the new ones
+        # without serialising the others again (5,000 messages a turn, otherwise).
+        elements: dict[Any, dict[int, tuple[Any, bytes, str]]] | None = (
+            {} if len(stored) == 1 else None
+        )
+        values = yield from self._load(session_id, refs, elements)
         tuples = []
         for position, item in enumerate(stored):
             content = item.content
@@ -732,6 +739,8 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
             channel_values: dict[str, Any] = {}
             for channel, ref in content["values"].items():
                 self._refs[(session_id, ns, channel)] = ref
+                if elements and (position, channel) in elements:
+                    self._elements[(session_id, ns, channel)] = elements[(position, channel)]
                 if (position, channel) in values:
                     channel_values[channel] = values[(position, channel)]
             writes = self._pending(item, values, position)
@@ -763,9 +772,15 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
             chosen[at] = (key, (write["task_id"], write["channel"], value))
         return [w for _, w in sorted(chosen.values(), key=lambda kw: kw[0])]
 
-    def _load(self, session_id: str, refs: dict[Any, dict[str, Any]]) -> Plan[dict[Any, Any]]:
+    def _load(
+        self,
+        session_id: str,
+        refs: dict[Any, dict[str, Any]],
+        elements: dict[Any, dict[int, tuple[Any, bytes, str]]] | None = None,
+    ) -> Plan[dict[Any, Any]]:
         """The values `refs` name, by the same keys (an empty channel's is left out). Blobs
-        are read in as few requests as the levels of names take (two for a list)."""
+        are read in as few requests as the levels of names take (two for a list). With
+        `elements`, each list's elements go there too, with their blobs, as _put keeps them."""
         values: dict[Any, Any] = {}
         # key -> (names still to read, levels of names above the elements, is a list)
         jobs: dict[Any, tuple[builtins.list[str], int, bool]] = {}
@@ -778,24 +793,54 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
                 jobs[key] = (ref["list"]["pieces"], ref["list"]["depth"], True)
             elif "empty_list" in ref:
                 values[key] = []
+        # This read's blobs by name: the cache may drop some before the read ends (one bigger
+        # than CACHE_BYTES); these stay until it does.
+        held: dict[str, bytes] = {}
+        # A list element's value by its blob's name, decoded once per read: a message held by
+        # every checkpoint of a list(limit=50) is decoded once, not fifty times.
+        decoded: dict[str, Any] = {}
         while jobs:
-            wanted = [n for names, _, _ in jobs.values() for n in names]
-            missing = list(dict.fromkeys(n for n in wanted if self._blobs.get(n) is None))
+            missing: dict[str, None] = {}
+            for names, _, _ in jobs.values():
+                for name in names:
+                    if name not in held:
+                        data = self._blobs.get(name)
+                        if data is None:
+                            missing[name] = None
+                        else:
+                            held[name] = data
             if missing:
-                loaded: builtins.list[bytes] = yield _call("load_blobs", session_id, missing)
-                for name, data in zip(missing, loaded, strict=True):
+                wanted = builtins.list(missing)
+                loaded: builtins.list[bytes] = yield _call("load_blobs", session_id, wanted)
+                for name, data in zip(wanted, loaded, strict=True):
                     self._blobs.put(name, data)
-            for key, (names, depth, is_list) in list(jobs.items()):
-                parts = [self._blobs.get(n) or b"" for n in names]
+                    held[name] = data
+            for key, (names, depth, is_list) in builtins.list(jobs.items()):
                 if depth:
-                    jobs[key] = (_split_names(b"".join(parts)), depth - 1, is_list)
+                    joined = b"".join([held[n] for n in names])
+                    jobs[key] = (_split_names(joined), depth - 1, is_list)
                     continue
                 del jobs[key]
                 if is_list:
-                    values[key] = [self._untyped(p) for p in parts]
+                    listed = values[key] = [self._element(held, decoded, n) for n in names]
+                    if elements is not None:
+                        elements[key] = {
+                            id(value): (value, held[name], name)
+                            for value, name in zip(listed, names, strict=True)
+                        }
                 else:
-                    values[key] = self._untyped(b"".join(parts))
+                    values[key] = self._untyped(b"".join([held[n] for n in names]))
         return values
+
+    def _element(self, held: dict[str, bytes], decoded: dict[str, Any], name: str) -> Any:
+        """The value of a list's element, decoded once per read. Met again (in another
+        checkpoint of the read), it is a shallow copy: an object of its own, as a fresh decode
+        gives, sharing its fields' values, as LangGraph's own checkpoints in memory share their
+        messages (copy_checkpoint copies the channel values' dict, not the messages)."""
+        if name in decoded:
+            return copy.copy(decoded[name])
+        value = decoded[name] = self._untyped(held[name])
+        return value
 
     def _untyped(self, data: bytes) -> Any:
         kind, _, payload = data.partition(b"\n")

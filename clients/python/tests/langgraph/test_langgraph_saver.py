@@ -9,6 +9,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.serde.types import ERROR
 from switchboard_client import Client, NotFound
 from switchboard_client.langgraph import SwitchboardSaver
@@ -218,3 +219,93 @@ def test_a_checkpoint_is_an_event_an_operator_reads_and_a_fresh_process_finds_by
     # Its key names the checkpoint: one read by key prefix finds it.
     found = sb.events(session.id, key_prefix=event.idempotency_key.rsplit("/c/", 1)[0])
     assert [e.seq for e in found.events] == [event.seq]
+
+
+class CountingSerializer(JsonPlusSerializer):
+    """LangGraph's own serializer, counting what it encodes and decodes."""
+
+    def __init__(self):
+        super().__init__()
+        self.encoded = 0
+        self.decoded = 0
+
+    def dumps_typed(self, obj):
+        self.encoded += 1
+        return super().dumps_typed(obj)
+
+    def loads_typed(self, data):
+        self.decoded += 1
+        return super().loads_typed(data)
+
+
+def test_a_list_decodes_a_message_the_checkpoints_share_once_into_objects_of_their_own(
+    sb, namespace
+):
+    saver = SwitchboardSaver(sb, namespace=namespace)
+    messages = [HumanMessage(f"message {i}", id=f"m{i}") for i in range(40)]
+    parent = None
+    for step in range(1, 6):  # five checkpoints, each with the 40 messages and 10 more each
+        held = messages + [
+            HumanMessage(f"step {step} note {i}", id=f"s{step}-{i}") for i in range(10)
+        ]
+        parent = put(saver, "t", {"messages": held}, {"messages": step}, parent=parent, step=step)
+    serde = CountingSerializer()
+    fresh = SwitchboardSaver(
+        Client(sb.url, sb.api_key, retry=sb.retry), namespace=namespace, serde=serde
+    )
+
+    listed = list(fresh.list(config("t")))
+
+    lists = [t.checkpoint["channel_values"]["messages"] for t in listed]
+    assert [len(held) for held in lists] == [50] * 5
+    assert all(held[:40] == messages for held in lists)
+    # 40 shared messages and 5 x 10 of their own, each decoded once (and 5 checkpoint bodies'
+    # metadata at most): not 5 x 50.
+    assert serde.decoded <= 40 + 50 + 5
+    # Each checkpoint's list holds objects of its own: a change to one is not another's.
+    assert len({id(held[0]) for held in lists}) == 5
+    lists[0][0].content = "changed"
+    assert all(held[0].content == "message 0" for held in lists[1:])
+
+
+def test_a_read_bigger_than_the_blob_cache_returns_every_value(sb, namespace):
+    saver = SwitchboardSaver(sb, namespace=namespace)
+    messages = [f"message {i}" for i in range(300)]
+    stored = put(saver, "t", {"messages": messages, "doc": "d" * 5000}, {"messages": 1, "doc": 1})
+    fresh = SwitchboardSaver(Client(sb.url, sb.api_key, retry=sb.retry), namespace=namespace)
+    fresh._blobs.limit = 100  # the cache holds almost nothing: each blob is dropped on arrival
+
+    values = fresh.get_tuple(stored).checkpoint["channel_values"]
+
+    assert values == {"messages": messages, "doc": "d" * 5000}
+
+
+def test_a_fresh_process_goes_on_from_a_checkpoint_without_encoding_its_messages_again(
+    sb, namespace
+):
+    saver = SwitchboardSaver(sb, namespace=namespace)
+    messages = [HumanMessage(f"message {i}", id=f"m{i}") for i in range(300)]
+    stored = put(saver, "t", {"messages": messages}, {"messages": 1})
+    serde = CountingSerializer()
+    client = Client(sb.url, sb.api_key, retry=sb.retry)
+    fresh = SwitchboardSaver(client, namespace=namespace, serde=serde)
+    sent = []
+    original = client._send
+
+    def counting(request, **options):
+        sent.append((request.operation.path, len(request.content or b"")))
+        return original(request, **options)
+
+    client._send = counting
+    loaded = fresh.get_tuple(stored).checkpoint["channel_values"]["messages"]
+    sent.clear()
+
+    # As a graph goes on: the list it read, one message more.
+    then = loaded + [HumanMessage("one more", id="m300")]
+    second = put(fresh, "t", {"messages": then}, {"messages": 2}, parent=stored, step=1)
+
+    assert serde.encoded == 1  # the new message; the 300 read are known by their blobs
+    assert [path for path, _ in sent] == ["/sessions/{session_id}/events"]
+    assert sum(size for _, size in sent) < 20_000  # 300 names (64 bytes each) and one message
+    again = SwitchboardSaver(Client(sb.url, sb.api_key, retry=sb.retry), namespace=namespace)
+    assert again.get_tuple(second).checkpoint["channel_values"]["messages"] == then
