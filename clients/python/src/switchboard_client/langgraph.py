@@ -60,6 +60,7 @@ from langgraph.checkpoint.base import (
     writes_sort_key,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from . import models as m
 from ._adapters import async_client, namespaced, session_reference, sync_client
@@ -799,6 +800,11 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
         # A list element's value by its blob's name, decoded once per read: a message held by
         # every checkpoint of a list(limit=50) is decoded once, not fifty times.
         decoded: dict[str, Any] = {}
+        # Of those, the ones a list holds already. Met again (in another checkpoint of the
+        # read), an element is a shallow copy: an object of its own, as a fresh decode gives,
+        # sharing its fields' values, as LangGraph's own checkpoints in memory share their
+        # messages (copy_checkpoint copies the channel values' dict, not the messages).
+        handed: set[str] = set()
         while jobs:
             missing: dict[str, None] = {}
             for names, _, _ in jobs.values():
@@ -822,7 +828,14 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
                     continue
                 del jobs[key]
                 if is_list:
-                    listed = values[key] = [self._element(held, decoded, n) for n in names]
+                    self._decode_elements(held, decoded, names)
+                    listed = values[key] = []
+                    for name in names:
+                        if name in handed:
+                            listed.append(copy.copy(decoded[name]))
+                        else:
+                            handed.add(name)
+                            listed.append(decoded[name])
                     if elements is not None:
                         elements[key] = {
                             id(value): (value, held[name], name)
@@ -832,15 +845,30 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
                     values[key] = self._untyped(b"".join([held[n] for n in names]))
         return values
 
-    def _element(self, held: dict[str, bytes], decoded: dict[str, Any], name: str) -> Any:
-        """The value of a list's element, decoded once per read. Met again (in another
-        checkpoint of the read), it is a shallow copy: an object of its own, as a fresh decode
-        gives, sharing its fields' values, as LangGraph's own checkpoints in memory share their
-        messages (copy_checkpoint copies the channel values' dict, not the messages)."""
-        if name in decoded:
-            return copy.copy(decoded[name])
-        value = decoded[name] = self._untyped(held[name])
-        return value
+    def _decode_elements(
+        self, held: dict[str, bytes], decoded: dict[str, Any], names: builtins.list[str]
+    ) -> None:
+        """Decode the elements `names` holds that are not in `decoded` yet. With LangGraph's
+        own serializer, its msgpack ones in one call, as an array of them (what its own savers
+        store for the whole list): one call per element took a sixth of a 5,000-message read."""
+        batched: builtins.list[tuple[str, bytes]] = []
+        whole = isinstance(self.serde, JsonPlusSerializer)
+        for name in dict.fromkeys(names):
+            if name in decoded:
+                continue
+            kind, _, payload = held[name].partition(b"\n")
+            if whole and kind == b"msgpack":
+                batched.append((name, payload))
+            else:
+                decoded[name] = self.serde.loads_typed((kind.decode(), payload))
+        if len(batched) == 1:
+            decoded[batched[0][0]] = self.serde.loads_typed(("msgpack", batched[0][1]))
+        elif batched:
+            # A msgpack array (array 32: 0xdd, then its length) of the elements as they are.
+            array = b"\xdd" + len(batched).to_bytes(4, "big") + b"".join(p for _, p in batched)
+            elements = self.serde.loads_typed(("msgpack", array))
+            for (name, _), value in zip(batched, elements, strict=True):
+                decoded[name] = value
 
     def _untyped(self, data: bytes) -> Any:
         kind, _, payload = data.partition(b"\n")
