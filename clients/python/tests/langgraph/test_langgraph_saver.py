@@ -50,6 +50,19 @@ def sessions_of(sb, namespace):
     return [s for s in sb.iter_sessions() if (s.external_id or "").startswith(namespace)]
 
 
+def record_requests(client):
+    """The (path, body size) of each request `client` sends from now on."""
+    sent = []
+    original = client._send
+
+    def counting(request, **options):
+        sent.append((request.operation.path, len(request.content or b"")))
+        return original(request, **options)
+
+    client._send = counting
+    return sent
+
+
 def test_it_reads_an_unknown_thread_without_opening_a_session(sb, namespace):
     saver = SwitchboardSaver(sb, namespace=namespace)
     assert saver.get_tuple(config("nobody")) is None
@@ -160,14 +173,7 @@ def test_pending_writes_keep_the_first_write_as_inmemorysaver_does(sb, namespace
 
 def test_an_unchanged_channel_is_not_sent_again(sb, namespace):
     saver = SwitchboardSaver(sb, namespace=namespace)
-    sent = []
-    original = sb._send
-
-    def counting(request, **options):
-        sent.append((request.operation.path, len(request.content or b"")))
-        return original(request, **options)
-
-    sb._send = counting
+    sent = record_requests(sb)
     big = "a large document " * 2000  # 34 KB
     first = put(saver, "t", {"doc": big, "n": 1}, {"doc": 1, "n": 1})
     # The value goes with the checkpoint's event: one request.
@@ -188,19 +194,12 @@ def test_a_fresh_process_reads_a_long_message_list_in_one_lookup_per_level(sb, n
     messages = [f"message {i}" for i in range(3000)]  # over 2,048 names: two levels of names
     stored = put(saver, "t", {"messages": messages}, {"messages": 1})
     client = Client(sb.url, sb.api_key, retry=sb.retry)
-    sent = []
-    original = client._send
-
-    def counting(request, **options):
-        sent.append(request.operation.path)
-        return original(request, **options)
-
-    client._send = counting
+    sent = record_requests(client)
     fresh = SwitchboardSaver(client, namespace=namespace)  # a process that remembers nothing
 
     assert fresh.get_tuple(stored).checkpoint["channel_values"] == {"messages": messages}
     # The names' two levels, then the 3,000 messages in one answer.
-    assert sent.count("/sessions/{session_id}/blobs/lookup") == 3
+    assert [path for path, _ in sent].count("/sessions/{session_id}/blobs/lookup") == 3
 
 
 def test_a_checkpoint_is_an_event_an_operator_reads_and_a_fresh_process_finds_by_key(sb, namespace):
@@ -293,14 +292,7 @@ def test_a_fresh_process_goes_on_from_a_checkpoint_without_encoding_its_messages
     serde = CountingSerializer()
     client = Client(sb.url, sb.api_key, retry=sb.retry)
     fresh = SwitchboardSaver(client, namespace=namespace, serde=serde)
-    sent = []
-    original = client._send
-
-    def counting(request, **options):
-        sent.append((request.operation.path, len(request.content or b"")))
-        return original(request, **options)
-
-    client._send = counting
+    sent = record_requests(client)
     loaded = fresh.get_tuple(stored).checkpoint["channel_values"]["messages"]
     sent.clear()
 
