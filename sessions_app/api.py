@@ -503,6 +503,12 @@ class EventSliceOut(OutSchema):
         description="Compacted ranges the slice meets: their transient events were removed "
         "(durable ones remain), summarised in `summary`.",
     )
+    compaction_mark: int = Field(
+        ...,
+        description="How many positions of the whole history are compacted: every compaction "
+        "that removes events from this history raises it. A reader that keeps events between "
+        "reads and reads on with after_seq compares it: a change means some it keeps are gone.",
+    )
     events: list[EventOut]
 
 
@@ -665,7 +671,7 @@ def list_events(request: HttpRequest, session_id: UUID, params: Query[SliceQuery
     compacted = json.dumps(page.compacted, ensure_ascii=False, separators=(",", ":"))
     body = (
         f'{{"head_seq":{page.head_seq},"has_more":{has_more},"compacted":{compacted},'
-        f'"events":[{events}]}}'
+        f'"compaction_mark":{page.compaction_mark},"events":[{events}]}}'
     )
     return HttpResponse(body, content_type="application/json")
 

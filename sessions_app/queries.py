@@ -37,7 +37,12 @@ from core.errors import InvalidInput
 from core.models import AuditEntry, Project
 from core.storage import open_async_connection
 from sessions_app import storage
-from sessions_app.compaction import compacted_ranges, refuse_inside_compacted, summaries
+from sessions_app.compaction import (
+    CompactedRange,
+    compacted_ranges,
+    refuse_inside_compacted,
+    summaries,
+)
 from sessions_app.models import DEFAULT_TIER, Event, EventKind, Session, SessionStatus, Tier
 
 
@@ -51,6 +56,16 @@ class EventSlice:
     # The compacted ranges the slice's window meets (CompactedRange.as_dict, with summary):
     # their transient events are gone, so a reader is told rather than shown a silent gap.
     compacted: list[dict[str, Any]] = field(default_factory=list)
+    # Positions of the whole history compacted so far (the compacted ranges' total span):
+    # every compaction that removes events from this history raises it, so a reader keeping
+    # events between reads knows by it that its copy may hold removed ones (compaction_mark).
+    compaction_mark: int = 0
+
+
+def compaction_mark(ranges: list[CompactedRange]) -> int:
+    """The total span of `ranges`: a compaction only ever widens a range (its through_seq
+    grows), so this grows with every one that meets the history and never otherwise."""
+    return sum(r.through_seq - r.after_seq for r in ranges)
 
 
 def slice_events(
@@ -134,8 +149,11 @@ def slice_events(
             break
     has_more = len(rows) > limit
     compacted: list[dict[str, Any]] = []
+    mark = 0
     if session.compacted_through_seq or session.ancestry:
-        met = [r for r in compacted_ranges(session) if r.overlaps(lower, _inclusive(upper))]
+        ranges = compacted_ranges(session)
+        mark = compaction_mark(ranges)
+        met = [r for r in ranges if r.overlaps(lower, _inclusive(upper))]
         found = summaries(met)
         compacted = [r.as_dict(found[(r.session_id, r.through_seq)]) for r in met]
     page = rows[:limit]
@@ -145,6 +163,7 @@ def slice_events(
         head_seq=session.head_seq,
         has_more=has_more,
         compacted=compacted,
+        compaction_mark=mark,
     )
 
 

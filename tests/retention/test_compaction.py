@@ -222,3 +222,35 @@ def test_the_summariser_is_pluggable_by_dotted_path(db, project, settings):
     done = compact_session(session, actor=SYSTEM)
     assert done.compaction.summary == "8 TRANSIENT EVENTS"
     assert done.compaction.summariser == "tests.retention.summariser.shout"
+
+
+def test_the_compaction_mark_grows_with_each_compaction_of_the_history_read_past_it(
+    db, project, api
+):
+    parent = make_session(project)
+    append(parent, conversation(40))
+    fork = Session.objects.get(
+        pk=api.post(f"/sessions/{parent.pk}/fork", {"at_seq": 25}).json()["id"]
+    )
+    append(fork, conversation(5, seed=3))
+    fork.refresh_from_db()
+
+    def mark_after_head(session):
+        # A read past every event (what a reader keeping the rest asks): no range met.
+        session.refresh_from_db()
+        body = api.get(f"/sessions/{session.pk}/events", {"after_seq": session.head_seq}).json()
+        assert body["events"] == [] and body["compacted"] == []
+        return body["compaction_mark"]
+
+    assert (mark_after_head(parent), mark_after_head(fork)) == (0, 0)
+    closed(parent)
+    compact_session(parent, actor=SYSTEM)  # stops at the fork point, 25
+    # The parent's history lost positions 1..25, and so did the fork's (it inherits them).
+    assert (mark_after_head(parent), mark_after_head(fork)) == (25, 25)
+    closed(fork)
+    compact_session(fork, actor=SYSTEM)
+    fork.refresh_from_db()
+    assert fork.compacted_through_seq > 25
+    # Its own range (25, through] on top of the inherited one.
+    assert mark_after_head(fork) == 25 + (fork.compacted_through_seq - 25)
+    assert mark_after_head(parent) == 25

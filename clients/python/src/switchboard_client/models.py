@@ -254,6 +254,8 @@ class EventSlice:
     head_seq: int
     has_more: bool
     compacted: list[CompactedRange]
+    # 0 from a server older than the field: the same as never compacted.
+    compaction_mark: int = 0
     events: list[Event]
 
 
