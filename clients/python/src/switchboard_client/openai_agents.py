@@ -34,7 +34,9 @@ Operators still see everything that was said, and what the agent no longer sees.
 
 Every event the adapter writes has an idempotency key starting with `oai:` (`oai:item:`,
 `oai:drop:`, `oai:clear:`), so reads ask only for those (key_prefix), newest first, and read
-no more than the last `limit` items (plus the removals among them).
+no more than the last `limit` items (plus the removals among them). A whole read is kept
+(_Kept): the next get_items reads only the adapter's events since and folds them in, unless a
+compaction removed events of the history meanwhile (the slice's compaction_mark changed).
 """
 
 from __future__ import annotations
@@ -87,6 +89,8 @@ STORED = "item_in_blobs"
 _PAGE = 1000
 # The most events GET /sessions?include=events gives per session (its events_limit).
 _LISTED = 200
+# The most characters of items' JSON a session keeps between get_items calls (_Kept).
+_KEPT_CHARACTERS = 64 * 1024 * 1024
 # Seconds between asks while the session's last handoff is answered but not handed back.
 _HANDBACK_POLL = 0.5
 # Attempts of a conditioned rewrite before giving up (each after a fresh read).
@@ -134,6 +138,8 @@ class SwitchboardSession:
         )
         # The Switchboard session's id, once found or opened.
         self._sid: str | None = None
+        # The live items as a whole read found them, brought up to date by each get_items.
+        self._kept: _Kept | None = None
         # Content bytes above which an item's event goes to blobs (DEFAULT_EVENT_BYTES).
         self._event_bytes = DEFAULT_EVENT_BYTES
 
@@ -197,7 +203,7 @@ class SwitchboardSession:
         try:
             return await call(sid)
         except NotFound:
-            self._sid = None
+            self._sid = self._kept = None
             sid = await self.switchboard_id(create=create)
             if sid is None:
                 return None
@@ -229,7 +235,17 @@ class SwitchboardSession:
                 self._sid = None  # deleted while paging back: looked up again below
 
         async def read(sid: str) -> list[TResponseInputItem]:
-            return await self._items(sid, (await _Tail.read(self, sid, wanted)).items)
+            kept = self._kept
+            if kept is not None and kept.sid == sid:
+                caught_up = await kept.caught_up(self)
+                if caught_up is not None:
+                    self._kept = caught_up
+                    return caught_up.items(wanted)
+            tail = await _Tail.read(self, sid, wanted)
+            items = await self._items(sid, tail.items)
+            if wanted is None:
+                self._kept = _Kept.of(sid, tail, items)
+            return items
 
         return await self._retrying_gone(read, create=False) or []
 
@@ -463,11 +479,24 @@ class _Tail:
     """The live items at the end of the log, read newest first and folded: a `clear` note
     ends the read, a `drop` note hides the items it names."""
 
-    def __init__(self, items: list[m.Event], head_seq: int, complete: bool) -> None:
+    def __init__(
+        self,
+        items: list[m.Event],
+        head_seq: int,
+        complete: bool,
+        *,
+        folded_through: int = 0,
+        compaction_mark: int | None = None,
+    ) -> None:
         self.items = items  # oldest first
         self.head_seq = head_seq
         # True when the items are all there are (no live item older than the first).
         self.complete = complete
+        # Every event of the adapter's at or below this seq is in the fold (the head the read
+        # began at, or a newer event it met: appends commit in seq order).
+        self.folded_through = folded_through
+        # The first page of the events endpoint's compaction_mark (None: none was read).
+        self.compaction_mark = compaction_mark
 
     @classmethod
     async def read(
@@ -485,8 +514,21 @@ class _Tail:
         found: list[m.Event] = []
         dropped: set[int] = set()
         head_seq: int | None = None
+        mark: int | None = None
         # A few events more than the items wanted: a removal or two costs no second read.
         page = _PAGE if limit is None else min(_PAGE, limit + 8)
+        newest = 0  # the newest event's seq the read met
+
+        def tail(complete: bool) -> _Tail:
+            assert head_seq is not None
+            return cls(
+                found[::-1],
+                head_seq,
+                complete,
+                folded_through=max(head_seq, newest),
+                compaction_mark=mark,
+            )
+
         while True:
             chunk: m.EventSlice | _Listed
             if first is not None:
@@ -496,20 +538,23 @@ class _Tail:
                 chunk = await client.events(
                     sid, key_prefix=KEY_PREFIX, order="desc", limit=page, before_seq=before_seq
                 )
+                if head_seq is None:
+                    mark = chunk.compaction_mark
             if head_seq is None:
                 head_seq = chunk.head_seq
+                newest = chunk.events[0].seq if chunk.events else 0
             for event in chunk.events:
                 key = event.idempotency_key or ""
                 if key.startswith(CLEAR_KEY):
-                    return cls(found[::-1], head_seq, True)
+                    return tail(True)
                 if key.startswith(DROP_KEY):
                     dropped.update(event.content.get("drop", ()))
                 elif key.startswith(ITEM_KEY) and event.seq not in dropped:
                     if limit is not None and len(found) == limit:
-                        return cls(found[::-1], head_seq, False)
+                        return tail(False)
                     found.append(event)
             if not chunk.has_more or not chunk.events:
-                return cls(found[::-1], head_seq, True)
+                return tail(True)
             before_seq = chunk.events[-1].seq
             page = _PAGE
 
@@ -522,6 +567,75 @@ class _Listed:
         self.events = events
         self.head_seq = session.head_seq
         self.has_more = bool(session.events_has_more)
+
+
+class _Kept:
+    """The live items of a session as of a seq, kept between get_items calls: the next call
+    reads only the adapter's events after that seq and folds them in (new items, drops,
+    clears), not the whole log again (5,000 items: five pages of 1,000 events, every turn of
+    the Runner). Each item is kept as its JSON, so each call returns objects of its own, as
+    the SDK's own stores do. A compaction of the session's history since (compaction_mark
+    changed) may have removed kept items: the call then reads the whole log again. Immutable:
+    calls running at once each make their own."""
+
+    def __init__(
+        self, sid: str, through: int, mark: int, entries: tuple[tuple[int, str], ...]
+    ) -> None:
+        self.sid = sid
+        self.through = through  # every event of the adapter's at or below this seq is folded
+        self.mark = mark
+        self.entries = entries  # (seq, the item's JSON), oldest first
+
+    @classmethod
+    def of(cls, sid: str, tail: _Tail, items: list[TResponseInputItem]) -> _Kept | None:
+        """What a whole read found (None: nothing to keep by, or too much to keep)."""
+        if tail.compaction_mark is None or not tail.complete:
+            return None
+        entries = tuple(
+            (event.seq, _item_json(item)) for event, item in zip(tail.items, items, strict=True)
+        )
+        if sum(len(text) for _, text in entries) > _KEPT_CHARACTERS:
+            return None
+        return cls(sid, tail.folded_through, tail.compaction_mark, entries)
+
+    async def caught_up(self, session: SwitchboardSession) -> _Kept | None:
+        """These items with the adapter's events since folded in; None when the history was
+        compacted since (read it whole)."""
+        client = session._client()
+        entries = list(self.entries)
+        through = self.through
+        while True:
+            page = await client.events(
+                self.sid, key_prefix=KEY_PREFIX, order="asc", after_seq=through, limit=_PAGE
+            )
+            if page.compaction_mark != self.mark:
+                return None
+            added = [e for e in page.events if (e.idempotency_key or "").startswith(ITEM_KEY)]
+            loaded = await session._items(self.sid, added)
+            new = dict(zip((e.seq for e in added), loaded, strict=True))
+            for event in page.events:
+                key = event.idempotency_key or ""
+                if key.startswith(CLEAR_KEY):
+                    entries.clear()
+                elif key.startswith(DROP_KEY):
+                    dropped = set(event.content.get("drop", ()))
+                    entries = [entry for entry in entries if entry[0] not in dropped]
+                elif event.seq in new:
+                    entries.append((event.seq, _item_json(new[event.seq])))
+            through = max(through, page.head_seq, *(e.seq for e in page.events))
+            if not page.has_more or not page.events:
+                return _Kept(self.sid, through, self.mark, tuple(entries))
+
+    def items(self, limit: int | None) -> list[TResponseInputItem]:
+        chosen = self.entries if limit is None else self.entries[-limit:]  # limit > 0
+        listed: list[TResponseInputItem] = json.loads(
+            "[" + ",".join(text for _, text in chosen) + "]"
+        )
+        return listed
+
+
+def _item_json(item: TResponseInputItem) -> str:
+    return json.dumps(item, ensure_ascii=False, separators=(",", ":"))
 
 
 def drop_event(seqs: Sequence[int], why: str) -> m.EventIn:

@@ -3,14 +3,11 @@ namespaces, pop_item and clear_session on an append-only log, and concurrent wri
 processes adding, several sessions popping at once)."""
 
 import asyncio
-import subprocess
-import sys
-from pathlib import Path
 
 from switchboard_client import AsyncClient
 from switchboard_client.openai_agents import SwitchboardSession
 
-HERE = Path(__file__).resolve().parent
+from .adder import go, start_adders
 
 
 def user(text):
@@ -208,20 +205,8 @@ def test_concurrent_pops_each_take_a_different_item(server_url, oa_key, namespac
 def test_two_processes_adding_at_once_lose_nothing(sb, server_url, oa_key, namespace):
     """Neither has the session when it starts: both open it (the same one) and append."""
     count = 30
-    processes = [
-        subprocess.Popen(
-            [sys.executable, str(HERE / "adder.py"), server_url, oa_key, namespace, "shared"]
-            + [who, str(count)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        for who in ("a", "b")
-    ]
-    assert [p.stdout.readline().strip() for p in processes] == ["ready", "ready"]
-    for process in processes:  # go, both at once
-        process.stdin.write("go\n")
-        process.stdin.flush()
+    processes = start_adders(server_url, oa_key, namespace, "shared", count, ("a", "b"))
+    go(processes)
     assert [p.wait(timeout=120) for p in processes] == [0, 0]
     items = run(SwitchboardSession("shared", sb, namespace=namespace).get_items())
     contents = [item["content"] for item in items]
