@@ -33,7 +33,8 @@ default; `--items N` stops at N; OpenAI: add_items in batches of 100; LangGraph:
 chat graph with 99 user messages each, and its reply; ADK: append_event one by one), then at
 that size, the stores in shuffled order for each operation, `--reps` calls each (`--turn-reps`
 for the whole turns and LangGraph's list), after two unmeasured ones, once both databases
-have been vacuumed (VACUUM ANALYZE, as autovacuum would have: Bench.vacuum):
+have been vacuumed (VACUUM ANALYZE, as autovacuum would have: Bench.vacuum), each call after
+a garbage collection left out of its figures (Bench.settled):
 
 - OpenAI: `add_items` of one item; `get_items(50)`; a `Runner.run` turn on the SDK's
   ScriptedModel (no network; the runner reads the whole session and adds the user's message
@@ -66,6 +67,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import random
@@ -197,6 +199,7 @@ class Bench:
     rows: list[Row] = field(default_factory=list)
     bytes_per_item: dict[tuple[str, int, str], float] = field(default_factory=dict)
     fresh: list[Fresh] = field(default_factory=list)
+    collector_cpu: float = 0.0  # seconds spent in settled(), left out of the CPU figures
 
     def sqlalchemy_url(self) -> str:
         return ib.pg_url(self.pg_db).replace("postgres://", "postgresql+asyncpg://", 1)
@@ -220,6 +223,16 @@ class Bench:
 
     # --- CPU and requests around a batch of calls ----------------------------------------------
 
+    def settled(self) -> None:
+        """Collect this process's garbage before a measured call, outside its time and CPU: a
+        5,000-item Runner turn makes some 170,000 objects (the SDK deep-copies the history), and
+        a full collection left pending by earlier calls doubled the next call's time (the same
+        turn took 300 or 600 ms as it fell), whichever store's it was. What the collector costs
+        over a run is left out of every store's figures alike."""
+        cpu0 = time.process_time()
+        gc.collect()
+        self.collector_cpu += time.process_time() - cpu0
+
     @contextlib.contextmanager
     def meter(
         self, framework: str, operation: str, items: int, store: str
@@ -231,9 +244,10 @@ class Bench:
         pg0 = ib.pg_backends_cpu(self.meter_conn, db) if store != DEFAULT else 0.0
         # Taken last and read first: the /proc scan and the query above are not the calls'.
         requests0 = self.requests.n
+        collector0 = self.collector_cpu
         cpu0 = time.process_time()
         yield latencies
-        cpu = time.process_time() - cpu0
+        cpu = time.process_time() - cpu0 - (self.collector_cpu - collector0)
         requests = self.requests.n - requests0
         server = ib.tree_cpu(self.server.proc.pid) - server0 if store == ADAPTER else None
         pg = ib.pg_backends_cpu(self.meter_conn, db) - pg0 if store != DEFAULT else None
@@ -268,6 +282,7 @@ class Bench:
                 calls[store]()
             with self.meter(framework, operation, items, store) as latencies:
                 for _ in range(reps):
+                    self.settled()
                     t0 = time.perf_counter()
                     calls[store]()
                     latencies.append((time.perf_counter() - t0) * 1000)
@@ -287,6 +302,7 @@ class Bench:
                 await calls[store]()
             with self.meter(framework, operation, items, store) as latencies:
                 for _ in range(reps):
+                    self.settled()
                     t0 = time.perf_counter()
                     await calls[store]()
                     latencies.append((time.perf_counter() - t0) * 1000)
