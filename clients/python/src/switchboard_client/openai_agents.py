@@ -622,8 +622,11 @@ class _Kept:
                     entries = [entry for entry in entries if entry[0] not in dropped]
                 elif event.seq in new:
                     entries.append((event.seq, _item_json(new[event.seq])))
-            through = max(through, page.head_seq, *(e.seq for e in page.events))
+            if page.events:
+                through = max(through, page.events[-1].seq)
             if not page.has_more or not page.events:
+                # Read to the end: every event at or below the head the page saw is in.
+                through = max(through, page.head_seq)
                 return _Kept(self.sid, through, self.mark, tuple(entries))
 
     def items(self, limit: int | None) -> list[TResponseInputItem]:

@@ -77,6 +77,29 @@ def test_the_next_whole_read_asks_only_for_what_was_written_since(server_url, oa
     assert third == fresh == [user("after the clear")]
 
 
+def test_a_read_on_over_more_than_a_page_folds_every_page(server_url, oa_key, namespace):
+    reads = Reads()
+
+    async def scenario():
+        async with (
+            AsyncClient(server_url, oa_key, httpx_options=reads.options()) as client,
+            AsyncClient(server_url, oa_key) as other_client,
+        ):
+            keeper = SwitchboardSession("paged", client, namespace=namespace)
+            other = SwitchboardSession("paged", other_client, namespace=namespace)
+            await keeper.add_items([user("first")])
+            assert await keeper.get_items() == [user("first")]  # kept
+            await other.add_items([user(f"m{i}") for i in range(1100)])  # over a page of 1,000
+            reads.asked.clear()
+            kept_read = await keeper.get_items()
+            fresh = await SwitchboardSession("paged", other_client, namespace=namespace).get_items()
+            return kept_read, list(reads.asked), fresh
+
+    kept_read, asked, fresh = run(scenario())
+    assert kept_read == fresh == [user("first")] + [user(f"m{i}") for i in range(1100)]
+    assert [a["order"] for a in asked] == ["asc", "asc"]  # two pages on from the head
+
+
 def test_kept_items_come_back_as_objects_of_their_own(server_url, oa_key, namespace):
     async def scenario():
         async with AsyncClient(server_url, oa_key) as client:
