@@ -105,6 +105,7 @@ def test_ctrl_c_stops_the_server_the_worker_and_the_agents_cleanly(tmp_path):
             # When each process went (printed, not asserted).
             alive, gone = dict(members), []
             while alive and time.monotonic() - started < 60:
+                run.poll()  # reaps the script once it exits: a zombie stays listed in its group
                 now = group_members(run.pid)
                 for pid in [pid for pid in alive if pid not in now]:
                     gone.append(f"{time.monotonic() - started:5.1f}s {alive.pop(pid)[:90]}")

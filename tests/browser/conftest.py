@@ -1,9 +1,11 @@
 """Browser tests: Playwright drives Debian's /usr/bin/chromium against a real uvicorn server."""
 
+import time
 from pathlib import Path
 
 import pytest
 
+from handoffs_app.models import HandoffViewer
 from tests.conftest import skip_unless_ci
 from tests.servers import asgi_server
 
@@ -79,6 +81,32 @@ def live_url(django_db_setup, django_db_blocker):
     """One real ASGI server for the browser tests, on the test database."""
     with django_db_blocker.unblock(), asgi_server() as base_url:
         yield base_url
+
+
+@pytest.fixture(autouse=True)
+def pages_let_go(request):
+    """After a browser test, before its database is flushed: every page closed, and the server
+    done with them.
+
+    A handoff workspace's socket writes and reads its presence row every few seconds until the
+    server sees the page close. Had one run on into the flush, its queries and the flush's
+    TRUNCATE would take their tables' locks in different orders, and PostgreSQL refuses one of
+    them as a deadlock (CI saw "couldn't be flushed"). The server deletes a page's presence row
+    once it has stopped that page's heartbeat, so no row left means no socket still working.
+    This fixture is set up after the test database's (autouse, pytest-django's first) and
+    before the test's pages, so it runs after those pages have closed and before the flush.
+    """
+    browser = request.getfixturevalue("browser") if "browser" in request.fixturenames else None
+    yield
+    if browser is None or request.node.get_closest_marker("django_db") is None:
+        return
+    for context in browser.contexts:  # any a test opened and left open
+        context.close()
+    deadline = time.monotonic() + 15
+    while left := list(HandoffViewer.objects.values_list("channel_name", flat=True)):
+        if time.monotonic() > deadline:
+            pytest.fail(f"the server still shows closed pages as viewing a handoff: {left}")
+        time.sleep(0.05)
 
 
 @pytest.fixture
