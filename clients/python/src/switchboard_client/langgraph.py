@@ -861,9 +861,7 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
                 batched.append((name, payload))
             else:
                 decoded[name] = self.serde.loads_typed((kind.decode(), payload))
-        if len(batched) == 1:
-            decoded[batched[0][0]] = self.serde.loads_typed(("msgpack", batched[0][1]))
-        elif batched:
+        if batched:
             # A msgpack array (array 32: 0xdd, then its length) of the elements as they are.
             array = b"\xdd" + len(batched).to_bytes(4, "big") + b"".join(p for _, p in batched)
             elements = self.serde.loads_typed(("msgpack", array))

@@ -3,6 +3,7 @@ the adapter's events since (what another process added, popped or cleared includ
 the whole log again; a compaction of the history since makes it read the whole log again."""
 
 import asyncio
+from contextlib import asynccontextmanager
 
 from switchboard_client import AsyncClient
 from switchboard_client.openai_agents import SwitchboardSession
@@ -35,16 +36,28 @@ class Reads:
         return {"event_hooks": {"request": [self]}}
 
 
+@asynccontextmanager
+async def keeper_and_other(server_url, key, namespace, name, reads):
+    """One session twice, with their clients: the keeper's client records its reads in `reads`;
+    the other's stands for another process."""
+    async with (
+        AsyncClient(server_url, key, httpx_options=reads.options()) as client,
+        AsyncClient(server_url, key) as other_client,
+    ):
+        yield (
+            (client, SwitchboardSession(name, client, namespace=namespace)),
+            (other_client, SwitchboardSession(name, other_client, namespace=namespace)),
+        )
+
+
 def test_the_next_whole_read_asks_only_for_what_was_written_since(server_url, oa_key, namespace):
     reads = Reads()
 
     async def scenario():
-        async with (
-            AsyncClient(server_url, oa_key, httpx_options=reads.options()) as client,
-            AsyncClient(server_url, oa_key) as other_client,
+        async with keeper_and_other(server_url, oa_key, namespace, "kept", reads) as (
+            (client, keeper),
+            (other_client, other),
         ):
-            keeper = SwitchboardSession("kept", client, namespace=namespace)
-            other = SwitchboardSession("kept", other_client, namespace=namespace)  # another process
             await keeper.add_items([user(f"m{i}") for i in range(1200)])
             first = await keeper.get_items()  # two pages of 1,000 events: kept
             head = (await client.get_session(await keeper.switchboard_id())).head_seq
@@ -81,12 +94,10 @@ def test_a_read_on_over_more_than_a_page_folds_every_page(server_url, oa_key, na
     reads = Reads()
 
     async def scenario():
-        async with (
-            AsyncClient(server_url, oa_key, httpx_options=reads.options()) as client,
-            AsyncClient(server_url, oa_key) as other_client,
+        async with keeper_and_other(server_url, oa_key, namespace, "paged", reads) as (
+            (_, keeper),
+            (other_client, other),
         ):
-            keeper = SwitchboardSession("paged", client, namespace=namespace)
-            other = SwitchboardSession("paged", other_client, namespace=namespace)
             await keeper.add_items([user("first")])
             assert await keeper.get_items() == [user("first")]  # kept
             await other.add_items([user(f"m{i}") for i in range(1100)])  # over a page of 1,000
