@@ -331,3 +331,30 @@ def test_a_list_of_mixed_values_reads_back_as_stored_its_msgpack_ones_in_one_cal
     assert [type(v) for v in values["mixed"]] == [type(v) for v in mixed]
     # The bytes, None and bytearray elements one call each; the five msgpack ones in one.
     assert serde.calls <= 3 + 1 + 1  # and the checkpoint's metadata at most
+
+
+def test_a_second_get_tuple_decodes_only_what_the_first_did_not_read_into_objects_of_its_own(
+    sb, namespace
+):
+    saver = SwitchboardSaver(sb, namespace=namespace)
+    messages = [HumanMessage(f"message {i}", id=f"m{i}") for i in range(300)]
+    first = put(saver, "t", {"messages": messages}, {"messages": 1})
+    more = messages + [HumanMessage(f"more {i}", id=f"n{i}") for i in range(5)]
+    second = put(saver, "t", {"messages": more}, {"messages": 2}, parent=first, step=1)
+    serde = CountingSerializer()
+    fresh = SwitchboardSaver(
+        Client(sb.url, sb.api_key, retry=sb.retry), namespace=namespace, serde=serde
+    )
+    read_first = fresh.get_tuple(first).checkpoint["channel_values"]["messages"]
+    assert serde.decoded == 300
+    read_first[0].content = "changed by the graph"  # its own object: no later read sees it
+
+    read_second = fresh.get_tuple(second).checkpoint["channel_values"]["messages"]
+    assert serde.decoded == 300 + 5  # only the 5 the first read did not hold
+    read_again = fresh.get_tuple(first).checkpoint["channel_values"]["messages"]
+    assert serde.decoded == 300 + 5
+
+    assert read_second == more
+    assert read_again == messages
+    assert {id(m) for m in read_second}.isdisjoint(id(m) for m in read_first)
+    assert {id(m) for m in read_again}.isdisjoint(id(m) for m in read_second)
