@@ -1075,17 +1075,25 @@ def blob_lookup_rows(
     One statement, PostgreSQL encoding the base64 (newlines removed): two ORM reads (sizes,
     then data), the bytes parsed from hex and encoded again in Python, took 17 ms of the server
     process's CPU for 1,000 blobs of 1 KiB; this takes 4 ms, PostgreSQL's time about the same
-    (a fresh process opening a LangGraph thread reads thousands)."""
+    (a fresh process opening a LangGraph thread reads thousands).
+
+    The names go as one comma-separated string that PostgreSQL splits: as a text[] parameter,
+    psycopg quoted each element in Python (a regular expression per name), half of this
+    statement's server-process CPU for 5,000 names (14.5 against 7.4 ms). The API validates
+    every name as 64 hex digits; a name with a comma is refused here all the same."""
     sql = (
         "SELECT w.sha256, b.size, CASE WHEN %s::boolean AND (count(b.size) OVER running = 1"
         " OR sum(b.size) OVER running <= %s::bigint)"
         " THEN replace(encode(b.data, 'base64'), E'\\n', '') END"
-        " FROM unnest(%s::text[]) WITH ORDINALITY AS w(sha256, position)"
+        " FROM unnest(string_to_array(%s::text, ',')) WITH ORDINALITY AS w(sha256, position)"
         f" LEFT JOIN LATERAL (SELECT size, data FROM {table(Blob)}"
         " WHERE session_id = ANY(%s::uuid[]) AND sha256 = w.sha256 LIMIT 1) b ON true"
         " WINDOW running AS (ORDER BY w.position) ORDER BY w.position"
     )
+    names = ",".join(digests)
+    if names.count(",") != max(len(digests) - 1, 0):
+        raise ValueError("a blob name holds a comma")
     with server_bound_cursor() as cursor:
-        cursor.execute(sql, [with_data, byte_budget, list(digests), list(lineage_ids)])
+        cursor.execute(sql, [with_data, byte_budget, names, list(lineage_ids)])
         rows: list[tuple[str, int | None, str | None]] = cursor.fetchall()
     return rows

@@ -116,6 +116,16 @@ def test_a_lookup_of_many_blobs_is_one_statement_in_the_order_asked(
     assert found.missing == ["0" * 64]
 
 
+def test_a_name_holding_a_comma_is_refused_by_the_lookup_itself(project):
+    """The names reach PostgreSQL as one comma-separated string: one holding a comma would
+    read as two. The API refuses such a name (422, above); the lookup refuses it too."""
+    session = make_session(project)
+    (stored,) = store_blobs(session, [b"held"])
+
+    with pytest.raises(ValueError, match="comma"):
+        find_blobs(session, [f"{stored.sha256},{stored.sha256}"], with_data=False, byte_budget=1)
+
+
 @pytest.mark.parametrize(
     "body, field",
     [
