@@ -96,6 +96,10 @@ APPEND_BATCH = 500
 HANDBACK_POLL = 0.5
 # Bytes of blob contents kept in memory (content-addressed: never stale).
 CACHE_BYTES = 64 * 1024 * 1024
+# List elements kept per channel (what _put skips, what get_tuple copies), in all channels of
+# all threads a process has used: ten 5,000-message threads. Past it, the channels least
+# recently used are forgotten (their next put encodes, their next read decodes, again).
+ELEMENTS_KEPT = 50_000
 
 _SAFE_PART = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 
@@ -265,6 +269,42 @@ class _BlobCache:
             self.size -= len(dropped)
 
 
+class _SlotMemo[V]:
+    """Per (session, ns, channel): a mapping about that channel's list elements, the least
+    recently used channels dropped past `limit` elements in all. A process serving many
+    threads would otherwise keep every list it ever wrote or read."""
+
+    def __init__(self, limit: int = ELEMENTS_KEPT) -> None:
+        self.limit = limit
+        self.size = 0
+        self._data: OrderedDict[tuple[str, str, str], dict[Any, V]] = OrderedDict()
+
+    def get(self, slot: tuple[str, str, str]) -> dict[Any, V]:
+        kept = self._data.get(slot)
+        if kept is None:
+            return {}
+        self._data.move_to_end(slot)
+        return kept
+
+    def __setitem__(self, slot: tuple[str, str, str], kept: dict[Any, V]) -> None:
+        before = self._data.pop(slot, None)
+        if before is not None:
+            self.size -= len(before)
+        self._data[slot] = kept
+        self.size += len(kept)
+        while self.size > self.limit and len(self._data) > 1:
+            _, dropped = self._data.popitem(last=False)
+            self.size -= len(dropped)
+
+    def update(self, kept: dict[tuple[str, str, str], dict[Any, V]]) -> None:
+        for slot, value in kept.items():
+            self[slot] = value
+
+    def forget(self, session_id: str) -> None:
+        for slot in [slot for slot in self._data if slot[0] == session_id]:
+            self.size -= len(self._data.pop(slot))
+
+
 @dataclass
 class _Stored:
     """One live checkpoint as its event says, with the write events made at it."""
@@ -358,11 +398,11 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
         self._blobs = _BlobCache()
         # Per (session, ns, channel): the elements of the list last stored, by id (holding
         # them, so no id is reused meanwhile), with their blob and its name.
-        self._elements: dict[tuple[str, str, str], dict[int, tuple[Any, bytes, str]]] = {}
+        self._elements: _SlotMemo[tuple[Any, bytes, str]] = _SlotMemo()
         # Per (session, ns, channel): the elements of the list a get_tuple last read, decoded,
         # by their blob's name; never handed out (the caller gets copies), so the next read of
         # that channel copies them instead of decoding them again.
-        self._pristine: dict[tuple[str, str, str], dict[str, Any]] = {}
+        self._pristine: _SlotMemo[Any] = _SlotMemo()
 
     @property
     def client(self) -> Client:
@@ -588,8 +628,8 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
         session_id = self._sessions.pop(thread_id, None)
         if session_id is not None:
             self._refs = {k: v for k, v in self._refs.items() if k[0] != session_id}
-            self._elements = {k: v for k, v in self._elements.items() if k[0] != session_id}
-            self._pristine = {k: v for k, v in self._pristine.items() if k[0] != session_id}
+            self._elements.forget(session_id)
+            self._pristine.forget(session_id)
 
     # --- Reading ---------------------------------------------------------------------------
 
@@ -736,7 +776,7 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
             elements = {}
             ns = stored[0].ns
             pristine = {
-                (0, channel): self._pristine.get((session_id, ns, channel), {})
+                (0, channel): self._pristine.get((session_id, ns, channel))
                 for channel in stored[0].content["values"]
             }
         values = yield from self._load(session_id, refs, elements, pristine)
@@ -918,7 +958,7 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
         if type(value) is list:
             if not value:
                 return {"empty_list": True}
-            before = self._elements.get(slot, {})
+            before = self._elements.get(slot)
             now: dict[int, tuple[Any, bytes, str]] = {}
             names = []
             for element in value:

@@ -358,3 +358,27 @@ def test_a_second_get_tuple_decodes_only_what_the_first_did_not_read_into_object
     assert read_again == messages
     assert {id(m) for m in read_second}.isdisjoint(id(m) for m in read_first)
     assert {id(m) for m in read_again}.isdisjoint(id(m) for m in read_second)
+
+
+def test_what_a_process_keeps_of_its_threads_lists_stays_within_its_limit(sb, namespace):
+    serde = CountingSerializer()
+    saver = SwitchboardSaver(sb, namespace=namespace, serde=serde)
+    saver._elements.limit = saver._pristine.limit = 10  # elements, in all channels
+    first = [HumanMessage(f"first {i}", id=f"f{i}") for i in range(8)]
+    second = [HumanMessage(f"second {i}", id=f"s{i}") for i in range(8)]
+    stored = put(saver, "first", {"messages": first}, {"messages": 1})
+    put(saver, "second", {"messages": second}, {"messages": 1})  # the first thread's dropped
+    assert saver._elements.size == 8
+    read = saver.get_tuple(config("second")).checkpoint["channel_values"]["messages"]
+    assert read == second and saver._pristine.size == 8
+    serde.encoded = 0
+
+    # The first thread goes on: its list was forgotten, so all of it is encoded again, and
+    # stored as it should be.
+    then = first + [HumanMessage("one more", id="f8")]
+    put(saver, "first", {"messages": then}, {"messages": 2}, parent=stored, step=1)
+
+    assert serde.encoded == 9
+    assert saver._elements.size == 9  # the second thread's list went for it
+    again = SwitchboardSaver(Client(sb.url, sb.api_key, retry=sb.retry), namespace=namespace)
+    assert again.get_tuple(config("first")).checkpoint["channel_values"]["messages"] == then
