@@ -4,6 +4,7 @@ import time
 from pathlib import Path
 
 import pytest
+from django.db import connection
 
 from handoffs_app.models import HandoffViewer
 from tests.conftest import skip_unless_ci
@@ -79,8 +80,27 @@ def browser_context_args(browser_context_args):
 @pytest.fixture(scope="session")
 def live_url(django_db_setup, django_db_blocker):
     """One real ASGI server for the browser tests, on the test database."""
-    with django_db_blocker.unblock(), asgi_server() as base_url:
-        yield base_url
+    with django_db_blocker.unblock():
+        with asgi_server() as base_url:
+            yield base_url
+        others_gone_from_the_database()
+
+
+def others_gone_from_the_database(timeout: float = 10) -> None:
+    """Wait until no other connection is on this test database. A stopped server's connections
+    close as its process exits, and PostgreSQL ends their backends a moment later: the test
+    database, dropped right after the browser tests, was otherwise "being accessed by other
+    users" (a warning, and the database left behind)."""
+    deadline = time.monotonic() + timeout
+    with connection.cursor() as cursor:
+        while time.monotonic() < deadline:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            if cursor.fetchone()[0] == 0:
+                return
+            time.sleep(0.05)
 
 
 @pytest.fixture(autouse=True)
