@@ -39,6 +39,7 @@ import hashlib
 import json
 import random
 import re
+import threading
 import time
 from base64 import b64decode, b64encode
 from collections import OrderedDict
@@ -245,64 +246,74 @@ def _split_names(raw: bytes) -> list[str]:
 
 
 class _BlobCache:
-    """Blob contents by name, the least recently used dropped past `limit` bytes."""
+    """Blob contents by name, the least recently used dropped past `limit` bytes. Safe to share
+    between threads (as a saver is, like LangGraph's own, which lock too): each call holds the
+    cache's lock."""
 
     def __init__(self, limit: int = CACHE_BYTES) -> None:
         self.limit = limit
         self.size = 0
         self._data: OrderedDict[str, bytes] = OrderedDict()
+        self._lock = threading.Lock()
 
     def get(self, name: str) -> bytes | None:
-        data = self._data.get(name)
-        if data is not None:
-            self._data.move_to_end(name)
-        return data
+        with self._lock:
+            data = self._data.get(name)
+            if data is not None:
+                self._data.move_to_end(name)
+            return data
 
     def put(self, name: str, data: bytes) -> None:
-        if name in self._data:
-            self._data.move_to_end(name)
-            return
-        self._data[name] = data
-        self.size += len(data)
-        while self.size > self.limit and self._data:
-            _, dropped = self._data.popitem(last=False)
-            self.size -= len(dropped)
+        with self._lock:
+            if name in self._data:
+                self._data.move_to_end(name)
+                return
+            self._data[name] = data
+            self.size += len(data)
+            while self.size > self.limit and self._data:
+                _, dropped = self._data.popitem(last=False)
+                self.size -= len(dropped)
 
 
 class _SlotMemo[V]:
     """Per (session, ns, channel): a mapping about that channel's list elements, the least
     recently used channels dropped past `limit` elements in all. A process serving many
-    threads would otherwise keep every list it ever wrote or read."""
+    threads would otherwise keep every list it ever wrote or read. Each call holds the memo's
+    lock (threads share a saver)."""
 
     def __init__(self, limit: int = ELEMENTS_KEPT) -> None:
         self.limit = limit
         self.size = 0
         self._data: OrderedDict[tuple[str, str, str], dict[Any, V]] = OrderedDict()
+        self._lock = threading.Lock()
 
     def get(self, slot: tuple[str, str, str]) -> dict[Any, V]:
-        kept = self._data.get(slot)
-        if kept is None:
-            return {}
-        self._data.move_to_end(slot)
-        return kept
+        with self._lock:
+            kept = self._data.get(slot)
+            if kept is None:
+                return {}
+            self._data.move_to_end(slot)
+            return kept
 
     def __setitem__(self, slot: tuple[str, str, str], kept: dict[Any, V]) -> None:
-        before = self._data.pop(slot, None)
-        if before is not None:
-            self.size -= len(before)
-        self._data[slot] = kept
-        self.size += len(kept)
-        while self.size > self.limit and len(self._data) > 1:
-            _, dropped = self._data.popitem(last=False)
-            self.size -= len(dropped)
+        with self._lock:
+            before = self._data.pop(slot, None)
+            if before is not None:
+                self.size -= len(before)
+            self._data[slot] = kept
+            self.size += len(kept)
+            while self.size > self.limit and len(self._data) > 1:
+                _, dropped = self._data.popitem(last=False)
+                self.size -= len(dropped)
 
     def update(self, kept: dict[tuple[str, str, str], dict[Any, V]]) -> None:
         for slot, value in kept.items():
             self[slot] = value
 
     def forget(self, session_id: str) -> None:
-        for slot in [slot for slot in self._data if slot[0] == session_id]:
-            self.size -= len(self._data.pop(slot))
+        with self._lock:
+            for slot in [slot for slot in self._data if slot[0] == session_id]:
+                self.size -= len(self._data.pop(slot))
 
 
 @dataclass

@@ -3,6 +3,8 @@ their namespaced external_id (a read opens none), namespaces keep applications a
 delete_thread deletes the session, copy_thread forks it, pending writes keep the first write,
 unchanged channel values are not sent again, and a checkpoint is an event an operator reads."""
 
+import sys
+import threading
 import uuid
 
 import pytest
@@ -12,7 +14,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.serde.types import ERROR
 from switchboard_client import Client, NotFound
-from switchboard_client.langgraph import SwitchboardSaver
+from switchboard_client.langgraph import SwitchboardSaver, _BlobCache, _SlotMemo
 
 
 @pytest.fixture
@@ -382,3 +384,40 @@ def test_what_a_process_keeps_of_its_threads_lists_stays_within_its_limit(sb, na
     assert saver._elements.size == 9  # the second thread's list went for it
     again = SwitchboardSaver(Client(sb.url, sb.api_key, retry=sb.retry), namespace=namespace)
     assert again.get_tuple(config("first")).checkpoint["channel_values"]["messages"] == then
+
+
+def test_the_savers_caches_keep_their_accounts_when_threads_share_them():
+    """A saver may be shared by threads (a web server's, LangGraph's background writes), as
+    LangGraph's own savers may. Six threads read, write and evict in the blob cache and the
+    per-channel memo at once, thread switches forced as often as the interpreter allows: no
+    call fails and each keeps its size right (unlocked, both raised KeyError within a second
+    and the memo counted 25 elements where it held 5)."""
+    cache, memo = _BlobCache(limit=50), _SlotMemo(limit=20)
+    errors = []
+
+    def work():
+        try:
+            for i in range(20_000):
+                cache.put(str(i % 40), b"12345")
+                cache.get(str(i * 7 % 40))
+                memo[("s", "", str(i % 6))] = {j: j for j in range(5)}
+                memo.get(("s", "", str(i * 5 % 6)))
+                if i % 500 == 0:
+                    memo.forget("s")
+        except Exception as error:  # what the test is about: none escapes
+            errors.append(repr(error))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=work) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+
+    assert errors == []
+    assert cache.size == sum(map(len, cache._data.values())) <= 50
+    assert memo.size == sum(map(len, memo._data.values())) <= 20
