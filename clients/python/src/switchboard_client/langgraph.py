@@ -43,7 +43,7 @@ import threading
 import time
 from base64 import b64decode, b64encode
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Generator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
@@ -101,6 +101,8 @@ CACHE_BYTES = 64 * 1024 * 1024
 # all threads a process has used: ten 5,000-message threads. Past it, the channels least
 # recently used are forgotten (their next put encodes, their next read decodes, again).
 ELEMENTS_KEPT = 50_000
+# Channels whose last ref is kept (a dict of a few keys each).
+REFS_KEPT = 50_000
 
 _SAFE_PART = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 
@@ -245,75 +247,52 @@ def _split_names(raw: bytes) -> list[str]:
     return [raw[i : i + 32].hex() for i in range(0, len(raw), 32)]
 
 
-class _BlobCache:
-    """Blob contents by name, the least recently used dropped past `limit` bytes. Safe to share
-    between threads (as a saver is, like LangGraph's own, which lock too): each call holds the
-    cache's lock."""
+type _Slot = tuple[str, str, str]  # (session, ns, channel)
 
-    def __init__(self, limit: int = CACHE_BYTES) -> None:
+
+def _one(_: object) -> int:
+    return 1
+
+
+class _Recent[K, V]:
+    """Values by key, the least recently used dropped once their sizes add up past `limit`
+    (the newest is always kept). A process serving many threads would otherwise keep what it
+    learnt of each for as long as it lives. Safe to share between threads (as a saver is,
+    like LangGraph's own, which lock too): each call holds the lock."""
+
+    def __init__(self, limit: int, size_of: Callable[[V], int]) -> None:
         self.limit = limit
         self.size = 0
-        self._data: OrderedDict[str, bytes] = OrderedDict()
+        self._size_of = size_of
+        self._data: OrderedDict[K, V] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, name: str) -> bytes | None:
+    def get(self, key: K) -> V | None:
         with self._lock:
-            data = self._data.get(name)
-            if data is not None:
-                self._data.move_to_end(name)
-            return data
+            value = self._data.get(key)
+            if value is not None:
+                self._data.move_to_end(key)
+            return value
 
-    def put(self, name: str, data: bytes) -> None:
+    def __setitem__(self, key: K, value: V) -> None:
         with self._lock:
-            if name in self._data:
-                self._data.move_to_end(name)
-                return
-            self._data[name] = data
-            self.size += len(data)
-            while self.size > self.limit and self._data:
-                _, dropped = self._data.popitem(last=False)
-                self.size -= len(dropped)
-
-
-class _SlotMemo[V]:
-    """Per (session, ns, channel): a mapping about that channel's list elements, the least
-    recently used channels dropped past `limit` elements in all. A process serving many
-    threads would otherwise keep every list it ever wrote or read. Each call holds the memo's
-    lock (threads share a saver)."""
-
-    def __init__(self, limit: int = ELEMENTS_KEPT) -> None:
-        self.limit = limit
-        self.size = 0
-        self._data: OrderedDict[tuple[str, str, str], dict[Any, V]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, slot: tuple[str, str, str]) -> dict[Any, V]:
-        with self._lock:
-            kept = self._data.get(slot)
-            if kept is None:
-                return {}
-            self._data.move_to_end(slot)
-            return kept
-
-    def __setitem__(self, slot: tuple[str, str, str], kept: dict[Any, V]) -> None:
-        with self._lock:
-            before = self._data.pop(slot, None)
+            before = self._data.pop(key, None)
             if before is not None:
-                self.size -= len(before)
-            self._data[slot] = kept
-            self.size += len(kept)
+                self.size -= self._size_of(before)
+            self._data[key] = value
+            self.size += self._size_of(value)
             while self.size > self.limit and len(self._data) > 1:
                 _, dropped = self._data.popitem(last=False)
-                self.size -= len(dropped)
+                self.size -= self._size_of(dropped)
 
-    def update(self, kept: dict[tuple[str, str, str], dict[Any, V]]) -> None:
-        for slot, value in kept.items():
-            self[slot] = value
+    def update(self, items: Mapping[K, V]) -> None:
+        for key, value in items.items():
+            self[key] = value
 
-    def forget(self, session_id: str) -> None:
+    def forget(self, matching: Callable[[K], bool]) -> None:
         with self._lock:
-            for slot in [slot for slot in self._data if slot[0] == session_id]:
-                self.size -= len(self._data.pop(slot))
+            for key in [key for key in self._data if matching(key)]:
+                self.size -= self._size_of(self._data.pop(key))
 
 
 @dataclass
@@ -403,17 +382,20 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
         self._async: AsyncClient | None = client if isinstance(client, AsyncClient) else None
         self._sessions: dict[str, str] = {}  # thread_id -> session id
         # The ref last written or read per (session, ns, channel): an unchanged channel's
-        # next checkpoint names it again instead of sending its value.
-        self._refs: dict[tuple[str, str, str], dict[str, Any]] = {}
+        # next checkpoint names it again instead of sending its value (one forgotten is
+        # sent again, or found at the parent checkpoint).
+        self._refs: _Recent[_Slot, dict[str, Any]] = _Recent(REFS_KEPT, _one)
         self._runs: set[tuple[str, str]] = set()  # (session, run_id) markers written
-        self._blobs = _BlobCache()
+        self._blobs: _Recent[str, bytes] = _Recent(CACHE_BYTES, len)
         # Per (session, ns, channel): the elements of the list last stored, by id (holding
         # them, so no id is reused meanwhile), with their blob and its name.
-        self._elements: _SlotMemo[tuple[Any, bytes, str]] = _SlotMemo()
+        self._elements: _Recent[_Slot, dict[int, tuple[Any, bytes, str]]] = _Recent(
+            ELEMENTS_KEPT, len
+        )
         # Per (session, ns, channel): the elements of the list a get_tuple last read, decoded,
         # by their blob's name; never handed out (the caller gets copies), so the next read of
         # that channel copies them instead of decoding them again.
-        self._pristine: _SlotMemo[Any] = _SlotMemo()
+        self._pristine: _Recent[_Slot, dict[str, Any]] = _Recent(ELEMENTS_KEPT, len)
 
     @property
     def client(self) -> Client:
@@ -638,9 +620,13 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
     def _forget(self, thread_id: str) -> None:
         session_id = self._sessions.pop(thread_id, None)
         if session_id is not None:
-            self._refs = {k: v for k, v in self._refs.items() if k[0] != session_id}
-            self._elements.forget(session_id)
-            self._pristine.forget(session_id)
+
+            def of_session(slot: _Slot) -> bool:
+                return slot[0] == session_id
+
+            self._refs.forget(of_session)
+            self._elements.forget(of_session)
+            self._pristine.forget(of_session)
 
     # --- Reading ---------------------------------------------------------------------------
 
@@ -787,7 +773,7 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
             elements = {}
             ns = stored[0].ns
             pristine = {
-                (0, channel): self._pristine.get((session_id, ns, channel))
+                (0, channel): self._pristine.get((session_id, ns, channel)) or {}
                 for channel in stored[0].content["values"]
             }
         values = yield from self._load(session_id, refs, elements, pristine)
@@ -887,7 +873,7 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
                 wanted = builtins.list(missing)
                 loaded: builtins.list[bytes] = yield _call("load_blobs", session_id, wanted)
                 for name, data in zip(wanted, loaded, strict=True):
-                    self._blobs.put(name, data)
+                    self._blobs[name] = data
                     held[name] = data
             for key, (names, depth, is_list) in builtins.list(jobs.items()):
                 if depth:
@@ -969,7 +955,7 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
         if type(value) is list:
             if not value:
                 return {"empty_list": True}
-            before = self._elements.get(slot)
+            before = self._elements.get(slot) or {}
             now: dict[int, tuple[Any, bytes, str]] = {}
             names = []
             for element in value:
@@ -1007,7 +993,7 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
 
     def _remember(self, data: bytes) -> str:
         name = _sha(data)
-        self._blobs.put(name, data)
+        self._blobs[name] = data
         return name
 
     def _encoded(self, content: dict[str, Any], name: str, value: Any) -> None:
@@ -1164,7 +1150,7 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
                 seen.add(stored.ns)
         for start in range(0, len(notes), APPEND_BATCH):
             yield _call("append", session_id, notes[start : start + APPEND_BATCH])
-        self._refs = {k: v for k, v in self._refs.items() if k[0] != session_id}
+        self._refs.forget(lambda slot: slot[0] == session_id)
 
     def _delete_thread(self, thread_id: str) -> Plan[None]:
         session_id = yield from self._session(thread_id, create=False)

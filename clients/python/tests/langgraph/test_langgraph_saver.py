@@ -14,7 +14,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.serde.types import ERROR
 from switchboard_client import Client, NotFound
-from switchboard_client.langgraph import SwitchboardSaver, _BlobCache, _SlotMemo
+from switchboard_client.langgraph import SwitchboardSaver, _one, _Recent
 
 
 @pytest.fixture
@@ -278,7 +278,7 @@ def test_a_read_bigger_than_the_blob_cache_returns_every_value(sb, namespace):
     messages = [f"message {i}" for i in range(300)]
     stored = put(saver, "t", {"messages": messages, "doc": "d" * 5000}, {"messages": 1, "doc": 1})
     fresh = SwitchboardSaver(Client(sb.url, sb.api_key, retry=sb.retry), namespace=namespace)
-    fresh._blobs.limit = 100  # the cache holds almost nothing: each blob is dropped on arrival
+    fresh._blobs.limit = 100  # it holds almost nothing: one blob, dropped as the next arrives
 
     values = fresh.get_tuple(stored).checkpoint["channel_values"]
 
@@ -386,24 +386,43 @@ def test_what_a_process_keeps_of_its_threads_lists_stays_within_its_limit(sb, na
     assert again.get_tuple(config("first")).checkpoint["channel_values"]["messages"] == then
 
 
+def test_the_refs_a_process_keeps_stay_within_their_limit_and_a_forgotten_one_is_found_again(
+    sb, namespace
+):
+    saver = SwitchboardSaver(sb, namespace=namespace)
+    saver._refs.limit = 1  # channels
+    first = put(saver, "t", {"doc": "a document", "n": 1}, {"doc": 1, "n": 1})
+    assert saver._refs.size == 1  # "doc"'s ref went for "n"'s
+    # The next checkpoint neither gives "doc" nor changes it: the saver no longer knows its
+    # ref, so it finds it at the parent checkpoint.
+    second = put(saver, "t", {"n": 2}, {"doc": 1, "n": 2}, parent=first, new={"n": 2})
+    assert saver._refs.size == 1
+    fresh = SwitchboardSaver(Client(sb.url, sb.api_key, retry=sb.retry), namespace=namespace)
+    assert fresh.get_tuple(second).checkpoint["channel_values"] == {"doc": "a document", "n": 2}
+
+
 def test_the_savers_caches_keep_their_accounts_when_threads_share_them():
     """A saver may be shared by threads (a web server's, LangGraph's background writes), as
-    LangGraph's own savers may. Six threads read, write and evict in the blob cache and the
-    per-channel memo at once, thread switches forced as often as the interpreter allows: no
-    call fails and each keeps its size right (unlocked, both raised KeyError within a second
-    and the memo counted 25 elements where it held 5)."""
-    cache, memo = _BlobCache(limit=50), _SlotMemo(limit=20)
+    LangGraph's own savers may. Six threads read, write, forget and evict in its three kinds
+    of memory (blob contents, per-channel lists, per-channel refs) at once, thread switches
+    forced as often as the interpreter allows: no call fails and each keeps its size right
+    (unlocked, they raised KeyError within a second and counted 25 elements where they held
+    5; the refs, a dict rebuilt to forget a thread, raised "dictionary changed size")."""
+    cache, memo, refs = _Recent(50, len), _Recent(20, len), _Recent(4, _one)
     errors = []
 
     def work():
         try:
             for i in range(20_000):
-                cache.put(str(i % 40), b"12345")
+                cache[str(i % 40)] = b"12345"
                 cache.get(str(i * 7 % 40))
                 memo[("s", "", str(i % 6))] = {j: j for j in range(5)}
                 memo.get(("s", "", str(i * 5 % 6)))
+                refs[("s", "", str(i % 6))] = {"v": i}
+                refs.get(("s", "", str(i * 5 % 6)))
                 if i % 500 == 0:
-                    memo.forget("s")
+                    memo.forget(lambda slot: slot[0] == "s")
+                    refs.forget(lambda slot: slot[0] == "s")
         except Exception as error:  # what the test is about: none escapes
             errors.append(repr(error))
 
@@ -421,3 +440,4 @@ def test_the_savers_caches_keep_their_accounts_when_threads_share_them():
     assert errors == []
     assert cache.size == sum(map(len, cache._data.values())) <= 50
     assert memo.size == sum(map(len, memo._data.values())) <= 20
+    assert refs.size == len(refs._data) <= 4
