@@ -28,6 +28,10 @@ migrated) with Redis (REDIS_URL, default redis://127.0.0.1:6379/0) as in product
 - by_metadata: GET /sessions by metadata values with include=state (the ADK list_sessions);
 - state: GET …/state?at_seq=<a random seq> of the read session (time travel);
 - fork: POST …/fork at a random seq of the read session (copy-on-write: no event copied);
+- lookup_json / lookup_bytes: POST …/blobs/lookup of `--blobs` blobs of about 330 bytes with
+  their data (a fresh process opening a LangGraph thread of that many messages), answered as
+  JSON with base64, or as bytes (Accept: application/vnd.switchboard.blobs); `--n` / 50 calls
+  a round;
 - api_noop: a plain Django view that answers `{}` through the API's own handler (its shorter
   middleware stack): what any API request costs before it does anything;
 - floor_append: the least a single append can cost on the required stack (Django, the API's
@@ -46,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import hashlib
 import io
 import itertools
 import json
@@ -56,6 +61,7 @@ import statistics
 import sys
 import time
 import uuid
+from base64 import b64encode
 from collections.abc import Callable
 from pathlib import Path
 
@@ -75,7 +81,11 @@ OPERATIONS = (
     "by_metadata",
     "state",
     "fork",
+    "lookup_json",
+    "lookup_bytes",
 )
+# Each of these reads `--blobs` blobs, so a round makes fewer of them: `--n` / this.
+HEAVY = {"lookup_json": 50, "lookup_bytes": 50}
 FLOOR_URLCONF = "bench_request_cpu_floor_urls"
 
 
@@ -86,9 +96,12 @@ class InProcess:
         self.application = application
         self.key = key
 
-    def call(self, method: str, path: str, body: object = None, query: str = "") -> bytes:
+    def call(
+        self, method: str, path: str, body: object = None, query: str = "", accept: str = "*/*"
+    ) -> bytes:
         data = b"" if body is None else json.dumps(body).encode()
         environ = {
+            "HTTP_ACCEPT": accept,
             "REQUEST_METHOD": method,
             "PATH_INFO": path,
             "QUERY_STRING": query,
@@ -243,6 +256,15 @@ def set_up(args: argparse.Namespace) -> tuple[InProcess, dict[str, Callable[[], 
         {**message, "content": {"text": f"message {n}: " + "where is my order? " * 8}}
         for n in range(100)
     ]
+    blobs = [f"message {n}: {'where is my order? ' * 16}".encode() for n in range(args.blobs)]
+    for start in range(0, len(blobs), 1000):
+        api.call(
+            "POST",
+            f"/api/v1/sessions/{read}/blobs",
+            {"blobs": [{"data": b64encode(b).decode()} for b in blobs[start : start + 1000]]},
+        )
+    names = [hashlib.sha256(b).hexdigest() for b in blobs]
+    lookup = {"sha256": names, "data": True}
     by_refs = "&".join(f"external_id={ref}" for ref in refs)
     events = f"/api/v1/sessions/{read}/events"
     # Random seqs of the read session, drawn in turn (seeded: runs compare).
@@ -275,8 +297,19 @@ def set_up(args: argparse.Namespace) -> tuple[InProcess, dict[str, Callable[[], 
             "GET", f"/api/v1/sessions/{read}/state", query=f"at_seq={next(seqs)}"
         ),
         "fork": lambda: api.call("POST", f"/api/v1/sessions/{read}/fork", {"at_seq": next(seqs)}),
+        "lookup_json": lambda: api.call("POST", f"/api/v1/sessions/{read}/blobs/lookup", lookup),
+        "lookup_bytes": lambda: api.call(
+            "POST",
+            f"/api/v1/sessions/{read}/blobs/lookup",
+            lookup,
+            accept="application/vnd.switchboard.blobs",
+        ),
     }
     return api, operations
+
+
+def calls(name: str, n: int) -> int:
+    return max(1, n // HEAVY.get(name, 1))
 
 
 def measure(operation: Callable[[], bytes], n: int) -> tuple[float, float]:
@@ -315,20 +348,21 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=1000, help="events of the read session")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--n", type=int, default=300, help="calls per operation and round")
+    parser.add_argument("--blobs", type=int, default=5000, help="blobs one lookup reads")
     parser.add_argument("--profile", choices=OPERATIONS, action="append", default=[])
     parser.add_argument("--top", type=int, default=25)
     add_smoke_flag(parser)
     args = parser.parse_args()
-    smoke(args, events=120, rounds=1, n=5, top=5)
+    smoke(args, events=120, rounds=1, n=5, top=5, blobs=20)
     _, operations = set_up(args)
-    for operation in operations.values():  # warm: prepared statements, the key cache
-        for _ in range(min(args.n, 20)):
+    for name, operation in operations.items():  # warm: prepared statements, the key cache
+        for _ in range(min(calls(name, args.n), 20)):
             operation()
     load = os.getloadavg()
     samples: dict[str, list[tuple[float, float]]] = {name: [] for name in operations}
     for _ in range(args.rounds):
         for name, operation in operations.items():
-            samples[name].append(measure(operation, args.n))
+            samples[name].append(measure(operation, calls(name, args.n)))
     load_after = os.getloadavg()
 
     def median_cpu(name: str) -> float:
@@ -348,7 +382,7 @@ def main() -> int:
         wall = statistics.median(w for _, w in samples[name])
         print(f"{name:<12}{cpu:>9.3f}{best:>8.3f}{cpu / floor:>10.2f}x{wall:>10.3f}")
     for name in args.profile:
-        profile(operations[name], args.n, args.top)
+        profile(operations[name], calls(name, args.n), args.top)
     return 0
 
 

@@ -72,7 +72,7 @@ class _ServerBoundDebugCursor(CursorDebugWrapper):
             return CursorWrapper.execute(self, sql, params)
 
 
-def server_bound_cursor() -> CursorWrapper:
+def server_bound_cursor(*, binary: bool = False) -> CursorWrapper:
     """A cursor of the default connection that sends its parameters apart from the statement.
 
     Django's cursors bind client-side: every parameter quoted into the text in Python, and the
@@ -84,12 +84,17 @@ def server_bound_cursor() -> CursorWrapper:
     their parameters apart).
 
     Only for fixed SQL whose every parameter PostgreSQL can type from where it stands
-    (compared with a column, inserted into one, or cast): `%s IS NULL` cannot be."""
+    (compared with a column, inserted into one, or cast): `%s IS NULL` cannot be.
+
+    `binary`: results in PostgreSQL's binary format (bytea arrives as its bytes, not as hex
+    text twice their size to parse)."""
     connection.close_if_health_check_failed()
     connection.ensure_connection()
     connection.validate_thread_sharing()
     raw = connection.connection
     cursor = psycopg.Cursor(raw)  # server-side binding (Django's ClientCursor binds client-side)
+    if binary:
+        cursor.format = Format.BINARY
     # As Django's create_cursor: its time zone where the connection's differs.
     if connection.timezone != raw.adapters.get_loader(_TIMESTAMPTZ_OID, Format.TEXT).timezone:
         register_tzloader(connection.timezone, cursor)

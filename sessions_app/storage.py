@@ -1065,6 +1065,15 @@ def artifact_bytes_stored(project_id: int) -> int:
     return int(row[0]) if row else 0
 
 
+# Each asked name (distinct) in order, with the size and bytes of the blob of that name the
+# sessions of the lineage hold, if any (one row: a fork and its parent may both hold it).
+_NAMES_FOUND = (
+    " FROM unnest(string_to_array(%s::text, ',')) WITH ORDINALITY AS w(sha256, position)"
+    f" LEFT JOIN LATERAL (SELECT size, data FROM {table(Blob)}"
+    " WHERE session_id = ANY(%s::uuid[]) AND sha256 = w.sha256 LIMIT 1) b ON true"
+)
+
+
 def blob_lookup_rows(
     lineage_ids: Sequence[UUID], digests: Sequence[str], *, with_data: bool, byte_budget: int
 ) -> list[tuple[str, int | None, str | None]]:
@@ -1085,15 +1094,39 @@ def blob_lookup_rows(
         "SELECT w.sha256, b.size, CASE WHEN %s::boolean AND (count(b.size) OVER running = 1"
         " OR sum(b.size) OVER running <= %s::bigint)"
         " THEN replace(encode(b.data, 'base64'), E'\\n', '') END"
-        " FROM unnest(string_to_array(%s::text, ',')) WITH ORDINALITY AS w(sha256, position)"
-        f" LEFT JOIN LATERAL (SELECT size, data FROM {table(Blob)}"
-        " WHERE session_id = ANY(%s::uuid[]) AND sha256 = w.sha256 LIMIT 1) b ON true"
-        " WINDOW running AS (ORDER BY w.position) ORDER BY w.position"
+        + _NAMES_FOUND
+        + " WINDOW running AS (ORDER BY w.position) ORDER BY w.position"
     )
+    with server_bound_cursor() as cursor:
+        cursor.execute(sql, [with_data, byte_budget, _joined_names(digests), list(lineage_ids)])
+        rows: list[tuple[str, int | None, str | None]] = cursor.fetchall()
+    return rows
+
+
+def blob_records(lineage_ids: Sequence[UUID], digests: Sequence[str], *, byte_budget: int) -> bytes:
+    """blob_lookup_rows' answer with data, as the bytes the API sends for it (blob_api:
+    BLOBS_MEDIA_TYPE): for each of `digests` (distinct) in order, its size as 4 bytes
+    (big-endian) then its bytes; 0xFFFFFFFF alone when none of `lineage_ids` holds it,
+    0xFFFFFFFE alone when it is past `byte_budget`. PostgreSQL joins them into one value: built
+    row by row in Python, 5,000 blobs of 330 bytes took 9 ms of the server process's CPU (the
+    rows read, then a pack per blob); as one bytea they arrive for next to nothing."""
+    sql = (
+        "SELECT string_agg(CASE WHEN size IS NULL THEN '\\xffffffff'::bytea"
+        " WHEN sent THEN int4send(size) || data ELSE '\\xfffffffe'::bytea END,"
+        " ''::bytea ORDER BY position)"
+        " FROM (SELECT w.position, b.size, b.data, count(b.size) OVER running = 1"
+        " OR sum(b.size) OVER running <= %s::bigint AS sent"
+        + _NAMES_FOUND
+        + " WINDOW running AS (ORDER BY w.position)) found"
+    )
+    with server_bound_cursor(binary=True) as cursor:
+        cursor.execute(sql, [byte_budget, _joined_names(digests), list(lineage_ids)])
+        row = cursor.fetchone()
+    return bytes(row[0]) if row and row[0] is not None else b""
+
+
+def _joined_names(digests: Sequence[str]) -> str:
     names = ",".join(digests)
     if names.count(",") != max(len(digests) - 1, 0):
         raise ValueError("a blob name holds a comma")
-    with server_bound_cursor() as cursor:
-        cursor.execute(sql, [with_data, byte_budget, names, list(lineage_ids)])
-        rows: list[tuple[str, int | None, str | None]] = cursor.fetchall()
-    return rows
+    return names

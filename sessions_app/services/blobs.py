@@ -165,6 +165,13 @@ def find_blobs(
     return BlobLookup(found=found, missing=missing, not_sent=not_sent)
 
 
+def blob_records(session: Session, digests: Sequence[str], *, byte_budget: int) -> bytes:
+    """find_blobs with data as the API's bytes answer (storage.blob_records says how)."""
+    return storage.blob_records(
+        _lineage_ids(session), list(dict.fromkeys(digests)), byte_budget=byte_budget
+    )
+
+
 def read_blob(session: Session, sha256: str) -> bytes:
     """The bytes named `sha256` in the session or an ancestor; NotFound otherwise."""
     data = (

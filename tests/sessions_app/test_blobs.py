@@ -13,7 +13,7 @@ from core.actors import Actor
 from retention_app.services.compaction import compact_session
 from sessions_app.blob_api import LOOKUP_BYTE_BUDGET
 from sessions_app.models import Blob, Session
-from sessions_app.services.blobs import MAX_LOOKUP_NAMES, find_blobs, store_blobs
+from sessions_app.services.blobs import MAX_LOOKUP_NAMES, blob_records, find_blobs, store_blobs
 from sessions_app.services.events import EventDraft, append_events
 from sessions_app.services.lifecycle import close_session
 from tests.conftest import ApiClient
@@ -116,6 +116,63 @@ def test_a_lookup_of_many_blobs_is_one_statement_in_the_order_asked(
     assert found.missing == ["0" * 64]
 
 
+def records(*blobs: bytes | int) -> bytes:
+    """The bytes answer: each blob as its 4-byte big-endian length and itself; an int alone."""
+    return b"".join(
+        b.to_bytes(4, "big") if isinstance(b, int) else len(b).to_bytes(4, "big") + b for b in blobs
+    )
+
+
+def test_a_lookup_answers_bytes_to_a_request_that_accepts_them_else_json(api, project, settings):
+    session = make_session(project)
+    size = settings.SWITCHBOARD_MAX_BLOB_BYTES
+    small, empty = "héllo ☃".encode(), b""
+    big = [bytes([i]) * size for i in range(LOOKUP_BYTE_BUDGET // size + 1)]
+    assert store(api, session.pk, small, empty).status_code == 201
+    for content in big:
+        assert store(api, session.pk, content).status_code == 201
+    unknown = sha(b"never stored")
+    # Asked twice, answered once; in the order first asked.
+    asked = [sha(small), unknown, sha(empty), sha(small)] + [sha(c) for c in big]
+    path = f"/sessions/{session.pk}/blobs/lookup"
+    accept = "application/vnd.switchboard.blobs"
+
+    answer = api.post(path, {"sha256": asked, "data": True}, HTTP_ACCEPT=accept)
+
+    assert answer.status_code == 200
+    assert answer["Content-Type"] == accept
+    # The small one and the big ones share the budget: the last two big ones are past it.
+    not_sent = 0xFFFFFFFE
+    assert answer.content == records(small, 0xFFFFFFFF, empty, *big[:-2], not_sent, not_sent)
+    # Preferred over JSON, or not at all.
+    preferred = api.post(
+        path,
+        {"sha256": [sha(small)], "data": True},
+        HTTP_ACCEPT=f"{accept}, application/json;q=0.5",
+    )
+    assert preferred.content == records(small)
+    for other in ("*/*", "application/json", f"application/json, {accept};q=0.5"):
+        json_answer = api.post(path, {"sha256": [sha(small)], "data": True}, HTTP_ACCEPT=other)
+        assert json_answer["Content-Type"] == "application/json", other
+        assert json_answer.json()["blobs"][0]["data"] == b64(small)
+    # Names only: there are no bytes to send, so JSON.
+    names_only = api.post(path, {"sha256": [sha(small)]}, HTTP_ACCEPT=accept)
+    assert names_only.json()["blobs"] == [{"sha256": sha(small), "size": len(small), "data": None}]
+
+
+def test_the_bytes_answer_checks_the_key_and_the_names_as_json_does(other_api, api, project):
+    session = make_session(project)
+    path = f"/sessions/{session.pk}/blobs/lookup"
+    accept = "application/vnd.switchboard.blobs"
+    name = store(api, session.pk, b"secret").json()["blobs"][0]["sha256"]
+
+    other = other_api.post(path, {"sha256": [name], "data": True}, HTTP_ACCEPT=accept)
+    bad = api.post(path, {"sha256": ["nope"], "data": True}, HTTP_ACCEPT=accept)
+
+    assert other.status_code == 404 and other.json()["error"]["code"] == "not_found"
+    assert bad.status_code == 422 and bad.json()["error"]["code"] == "invalid_input"
+
+
 def test_a_name_holding_a_comma_is_refused_by_the_lookup_itself(project):
     """The names reach PostgreSQL as one comma-separated string: one holding a comma would
     read as two. The API refuses such a name (422, above); the lookup refuses it too."""
@@ -124,6 +181,8 @@ def test_a_name_holding_a_comma_is_refused_by_the_lookup_itself(project):
 
     with pytest.raises(ValueError, match="comma"):
         find_blobs(session, [f"{stored.sha256},{stored.sha256}"], with_data=False, byte_budget=1)
+    with pytest.raises(ValueError, match="comma"):
+        blob_records(session, [f"{stored.sha256},{stored.sha256}"], byte_budget=1)
 
 
 @pytest.mark.parametrize(

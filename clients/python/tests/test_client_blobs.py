@@ -2,11 +2,13 @@
 is sent, values of any size go in pieces and come back whole, forks read their parents'."""
 
 import asyncio
+import dataclasses
 import hashlib
 import os
 
 import pytest
-from switchboard_client import AsyncClient, Client, Conflict, NotFound
+from switchboard_client import AsyncClient, Client, Conflict, NotFound, ResponseError
+from switchboard_client._core import blobs_lookup, read_blobs
 
 from sessions_app.models import Blob
 
@@ -119,6 +121,60 @@ def test_a_fresh_client_loads_thousands_of_small_blobs_in_one_request(sb, server
 
     assert loaded == messages
     assert [path for path, _ in sent] == ["/sessions/{session_id}/blobs/lookup"]
+
+
+def test_blobs_come_back_as_bytes_not_base64_in_json(sb, server_url, api_key):
+    """load_blobs asks for the lookup's bytes answer (Accept: application/vnd.switchboard.blobs):
+    a 5,000-message thread's blobs are 3.2 MB of JSON otherwise, parsed and base64-decoded."""
+    session = sb.open_session("blob-bot")
+    messages = [f"message {i}: ".encode() + b"x" * 300 for i in range(50)] + [b""]
+    names = sb.store_blobs(session.id, messages)
+    answers: list = []
+
+    with Client(server_url, api_key) as fresh:
+        send = fresh._send
+
+        def recording(request, **options):
+            response = send(request, **options)
+            answers.append((response.headers["Content-Type"], len(response.content)))
+            return response
+
+        fresh._send = recording
+        loaded = fresh.load_blobs(session.id, names)
+
+    assert loaded == messages
+    assert answers == [("application/vnd.switchboard.blobs", sum(4 + len(m) for m in messages))]
+
+
+def test_a_json_lookup_answer_is_read_as_well(sb):
+    """A server older than the bytes answer sends JSON to the same request: read_blobs reads
+    it (here the real server, asked without the Accept header), missing names and all."""
+    session = sb.open_session("blob-bot")
+    held = [b"one", b"two"]
+    names = sb.store_blobs(session.id, held)
+    request = dataclasses.replace(blobs_lookup(session.id, names), accept=None)
+
+    response = sb._send(request)
+
+    assert response.headers["Content-Type"] == "application/json"
+    assert read_blobs(request, response, names) == dict(zip(names, held, strict=True))
+    absent = hashlib.sha256(b"absent").hexdigest()
+    request = dataclasses.replace(blobs_lookup(session.id, [absent, *names]), accept=None)
+    with pytest.raises(NotFound) as raised:
+        read_blobs(request, sb._send(request), [absent, *names])
+    assert raised.value.detail == {"missing": [absent]}
+
+
+def test_a_bytes_answer_that_does_not_hold_what_was_asked_is_refused(sb):
+    """A truncated answer (a proxy cutting it, a server bug) is an error, not short data."""
+    session = sb.open_session("blob-bot")
+    names = sb.store_blobs(session.id, [b"one", b"two"])
+    request = blobs_lookup(session.id, names)
+    response = sb._send(request)
+    response._content = response.content[:-1]
+
+    with pytest.raises(ResponseError, match="does not hold 2 names"):
+        read_blobs(request, response, names)
 
 
 def test_an_append_carries_its_blobs_in_one_request(sb):

@@ -12,7 +12,7 @@ import hashlib
 import json
 import math
 import time
-from base64 import b64decode, b64encode
+from base64 import b64encode
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -32,6 +32,7 @@ from ._core import (
     RetryPolicy,
     StoredBlobNames,
     blob_batches,
+    blobs_lookup,
     build,
     build_upload,
     default_headers,
@@ -42,11 +43,11 @@ from ._core import (
     network_error,
     new_key,
     read,
+    read_blobs,
     resolve_config,
     target,
 )
 from ._decode import decode
-from .errors import NotFound
 
 # The body of an append carrying blobs, at most: a store's batch in base64 with room for the
 # events (a checkpoint's are a few KiB), under the server's default 1 MiB body limit. A larger
@@ -903,20 +904,9 @@ class AsyncClient:
         loaded: dict[str, bytes] = {}
         wanted = list(dict.fromkeys(names))
         while wanted:
-            body: m.BlobLookupIn = {"sha256": wanted[:LOOKUP_NAMES_PER_CALL], "data": True}
-            found: m.BlobLookup = await self._call(
-                build(ops.BLOBS_LOOKUP, {"session_id": session_id}, body=body)
-            )
-            if found.missing:
-                raise NotFound(
-                    f"the session holds no blob {found.missing[0]}",
-                    status=404,
-                    code="not_found",
-                    detail={"missing": found.missing},
-                )
-            for blob in found.blobs:
-                if blob.data is not None:
-                    loaded[blob.sha256] = b64decode(blob.data)
+            asked = wanted[:LOOKUP_NAMES_PER_CALL]
+            request = blobs_lookup(session_id, asked)
+            loaded.update(read_blobs(request, await self._send(request), asked))
             wanted = [name for name in wanted if name not in loaded]
         self._stored_blobs.add(session_id, list(loaded))  # held: not sent again
         return [loaded[name] for name in names]

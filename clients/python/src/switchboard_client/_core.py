@@ -9,8 +9,10 @@ import json
 import os
 import random
 import ssl
+import struct
 import uuid
-from collections.abc import Mapping
+from base64 import b64decode
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -20,11 +22,14 @@ from urllib.parse import quote, urlencode
 
 import httpx
 
+from . import models as m
+from . import operations as ops
 from ._decode import decode
 from ._version import __version__
 from .errors import (
     ConfigurationError,
     NetworkError,
+    NotFound,
     ResponseError,
     SwitchboardError,
     error_class,
@@ -122,6 +127,8 @@ class Request:
     timeout: float | None = None
     # The body's media type: JSON unless the operation takes raw bytes (build_upload).
     content_type: str = "application/json"
+    # The answer's media type asked for, where the operation answers another than JSON.
+    accept: str | None = None
 
 
 def build(
@@ -191,7 +198,10 @@ def target(request: Request) -> str:
 
 
 def http_headers(request: Request) -> dict[str, str] | None:
-    return {"Content-Type": request.content_type} if request.content is not None else None
+    headers = {"Content-Type": request.content_type} if request.content is not None else None
+    if request.accept is not None:
+        headers = {**(headers or {}), "Accept": request.accept}
+    return headers
 
 
 # --- Retries ---------------------------------------------------------------------------------
@@ -305,6 +315,63 @@ def read(request: Request, response: httpx.Response) -> Any:
     except ValueError as exc:
         raise ResponseError("the answer is not JSON", status=status) from exc
     return decode(model, data)
+
+
+# A blob lookup's answer as bytes (the server's blob_api.BLOBS_MEDIA_TYPE): for each distinct
+# name asked, in order, a 4-byte big-endian length then the blob, or a marker alone.
+BLOBS_MEDIA_TYPE = "application/vnd.switchboard.blobs"
+_LENGTH = struct.Struct(">I")
+_MISSING, _NOT_SENT = 0xFFFFFFFF, 0xFFFFFFFE
+
+
+def blobs_lookup(session_id: str, names: Sequence[str]) -> Request:
+    """A lookup of `names` (distinct) with their bytes, answered as bytes, not JSON."""
+    body = {"sha256": list(names), "data": True}
+    request = build(ops.BLOBS_LOOKUP, {"session_id": session_id}, body=body)
+    return dataclasses.replace(request, accept=BLOBS_MEDIA_TYPE)
+
+
+def read_blobs(
+    request: Request, response: httpx.Response, asked: Sequence[str]
+) -> dict[str, bytes]:
+    """The bytes a blobs_lookup answered, by name; the names past the answer's byte budget are
+    left out (ask again). Raises NotFound naming those the session does not hold. A server
+    answering JSON (one older than the bytes' answer) is read as well."""
+    if response.status_code >= 400:
+        raise error_from(response)
+    loaded: dict[str, bytes] = {}
+    missing: list[str] = []
+    if response.headers.get("Content-Type") != BLOBS_MEDIA_TYPE:
+        found: m.BlobLookup = read(request, response)
+        missing = found.missing
+        loaded = {b.sha256: b64decode(b.data) for b in found.blobs if b.data is not None}
+    else:
+        body = response.content
+        offset = 0
+        try:
+            for name in asked:
+                (length,) = _LENGTH.unpack_from(body, offset)
+                offset += 4
+                if length == _MISSING:
+                    missing.append(name)
+                elif length != _NOT_SENT:
+                    loaded[name] = body[offset : offset + length]
+                    offset += length
+        except struct.error:
+            offset = -1
+        if offset != len(body):
+            raise ResponseError(
+                f"the blobs' answer ({len(body)} bytes) does not hold {len(asked)} names",
+                status=response.status_code,
+            )
+    if missing:
+        raise NotFound(
+            f"the session holds no blob {missing[0]}",
+            status=404,
+            code="not_found",
+            detail={"missing": missing},
+        )
+    return loaded
 
 
 def network_error(error: Exception, request: Request) -> NetworkError:
