@@ -43,7 +43,15 @@ import threading
 import time
 from base64 import b64decode, b64encode
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Generator,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
@@ -274,20 +282,32 @@ class _Recent[K, V]:
                 self._data.move_to_end(key)
             return value
 
-    def __setitem__(self, key: K, value: V) -> None:
+    def get_many(self, keys: Iterable[K]) -> dict[K, V]:
+        """The values of those of `keys` held (one lock for all: a read meets thousands)."""
+        found: dict[K, V] = {}
         with self._lock:
-            before = self._data.pop(key, None)
-            if before is not None:
-                self.size -= self._size_of(before)
-            self._data[key] = value
-            self.size += self._size_of(value)
+            data = self._data
+            for key in keys:
+                value = data.get(key)
+                if value is not None:
+                    data.move_to_end(key)
+                    found[key] = value
+        return found
+
+    def __setitem__(self, key: K, value: V) -> None:
+        self.update({key: value})
+
+    def update(self, items: Mapping[K, V]) -> None:
+        with self._lock:
+            for key, value in items.items():
+                before = self._data.pop(key, None)
+                if before is not None:
+                    self.size -= self._size_of(before)
+                self._data[key] = value
+                self.size += self._size_of(value)
             while self.size > self.limit and len(self._data) > 1:
                 _, dropped = self._data.popitem(last=False)
                 self.size -= self._size_of(dropped)
-
-    def update(self, items: Mapping[K, V]) -> None:
-        for key, value in items.items():
-            self[key] = value
 
     def forget(self, matching: Callable[[K], bool]) -> None:
         with self._lock:
@@ -860,21 +880,14 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
         # messages (copy_checkpoint copies the channel values' dict, not the messages).
         handed: set[str] = set()
         while jobs:
-            missing: dict[str, None] = {}
-            for names, _, _ in jobs.values():
-                for name in names:
-                    if name not in held:
-                        data = self._blobs.get(name)
-                        if data is None:
-                            missing[name] = None
-                        else:
-                            held[name] = data
-            if missing:
-                wanted = builtins.list(missing)
+            unread = {name: None for names, _, _ in jobs.values() for name in names}
+            held.update(self._blobs.get_many(name for name in unread if name not in held))
+            wanted = [name for name in unread if name not in held]
+            if wanted:
                 loaded: builtins.list[bytes] = yield _call("load_blobs", session_id, wanted)
-                for name, data in zip(wanted, loaded, strict=True):
-                    self._blobs[name] = data
-                    held[name] = data
+                arrived = dict(zip(wanted, loaded, strict=True))
+                self._blobs.update(arrived)
+                held.update(arrived)
             for key, (names, depth, is_list) in builtins.list(jobs.items()):
                 if depth:
                     joined = b"".join([held[n] for n in names])

@@ -416,6 +416,8 @@ def test_the_savers_caches_keep_their_accounts_when_threads_share_them():
             for i in range(20_000):
                 cache[str(i % 40)] = b"12345"
                 cache.get(str(i * 7 % 40))
+                cache.get_many(str(i * 7 % 40 + j) for j in range(3))
+                cache.update({str(i % 40 + j): b"12" for j in range(3)})
                 memo[("s", "", str(i % 6))] = {j: j for j in range(5)}
                 memo.get(("s", "", str(i * 5 % 6)))
                 refs[("s", "", str(i % 6))] = {"v": i}
