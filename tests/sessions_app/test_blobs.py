@@ -141,6 +141,7 @@ def test_a_lookup_answers_bytes_to_a_request_that_accepts_them_else_json(api, pr
 
     assert answer.status_code == 200
     assert answer["Content-Type"] == accept
+    assert "Accept" in answer["Vary"]
     # The small one and the big ones share the budget: the last two big ones are past it.
     not_sent = 0xFFFFFFFE
     assert answer.content == records(small, 0xFFFFFFFF, empty, *big[:-2], not_sent, not_sent)
@@ -154,6 +155,7 @@ def test_a_lookup_answers_bytes_to_a_request_that_accepts_them_else_json(api, pr
     for other in ("*/*", "application/json", f"application/json, {accept};q=0.5"):
         json_answer = api.post(path, {"sha256": [sha(small)], "data": True}, HTTP_ACCEPT=other)
         assert json_answer["Content-Type"] == "application/json", other
+        assert "Accept" in json_answer["Vary"]
         assert json_answer.json()["blobs"][0]["data"] == b64(small)
     # Names only: there are no bytes to send, so JSON.
     names_only = api.post(path, {"sha256": [sha(small)]}, HTTP_ACCEPT=accept)
