@@ -105,6 +105,10 @@ class TaskStream:
         new = history_slice(task, after_id=self.covered, limit=LIVE_MAX_ROWS)
         if not new.rows and not links_changed:
             return ""
+        # Read again after its history: a transition that committed between the two reads is
+        # in the rows now covered, so no later frame would render its state if this one did
+        # not (a transition commits the task and its history row together).
+        task = self._task()
         if new.rows:
             self.covered = new.rows[0].pk
         context = {"task": with_steps(task), "oob": True}

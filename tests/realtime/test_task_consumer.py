@@ -14,6 +14,7 @@ from config.asgi import application
 from core.actors import Actor
 from core.models import Membership
 from core.realtime import task_group
+from tasks_app import consumers
 from tasks_app.models import Task
 from tasks_app.queries import latest_history_id
 from tasks_app.services.links import link_sessions
@@ -201,6 +202,29 @@ def test_it_catches_up_on_changes_made_before_the_socket_opened(team, task):
         await ws.disconnect()
 
     run(scenario)
+
+
+def test_a_transition_committed_while_a_frame_renders_shows_in_that_frame(team, task, monkeypatch):
+    """A frame reads the task and its new history rows in two statements. A transition that
+    commits between them is in the history read, so no later frame renders it: the frame
+    must show it. (CI once caught this as a page whose diagram stayed on the state before.)"""
+    transition_task(task, "sent_for_review", actor=AGENT)
+    stream = consumers.TaskStream.open(
+        team.viewer, str(task.pk), f"after={latest_history_id(task)}"
+    )
+    real_history_slice = consumers.history_slice
+
+    def transition_commits_first(*args, **kwargs):
+        monkeypatch.setattr(consumers, "history_slice", real_history_slice)
+        transition_task(Task.objects.get(pk=task.pk), "approved", actor=AGENT)
+        return real_history_slice(*args, **kwargs)
+
+    monkeypatch.setattr(consumers, "history_slice", transition_commits_first)
+
+    frame = stream.frame()
+
+    assert re.search(r'<g class="node current[^"]*" data-state="approved"', frame)
+    assert stream.frame() == ""  # nothing after it: this frame was the only one to show it
 
 
 def test_it_pushes_linked_sessions_when_links_change(team, task):
