@@ -198,10 +198,12 @@ def target(request: Request) -> str:
 
 
 def http_headers(request: Request) -> dict[str, str] | None:
-    headers = {"Content-Type": request.content_type} if request.content is not None else None
+    headers = {}
+    if request.content is not None:
+        headers["Content-Type"] = request.content_type
     if request.accept is not None:
-        headers = {**(headers or {}), "Accept": request.accept}
-    return headers
+        headers["Accept"] = request.accept
+    return headers or None
 
 
 # --- Retries ---------------------------------------------------------------------------------

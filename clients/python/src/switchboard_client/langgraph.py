@@ -262,6 +262,10 @@ def _one(_: object) -> int:
     return 1
 
 
+def _of_session(session_id: str) -> Callable[[_Slot], bool]:
+    return lambda slot: slot[0] == session_id
+
+
 class _Recent[K, V]:
     """Values by key, the least recently used dropped once their sizes add up past `limit`
     (the newest is always kept). A process serving many threads would otherwise keep what it
@@ -640,13 +644,8 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
     def _forget(self, thread_id: str) -> None:
         session_id = self._sessions.pop(thread_id, None)
         if session_id is not None:
-
-            def of_session(slot: _Slot) -> bool:
-                return slot[0] == session_id
-
-            self._refs.forget(of_session)
-            self._elements.forget(of_session)
-            self._pristine.forget(of_session)
+            for memory in (self._refs, self._elements, self._pristine):
+                memory.forget(_of_session(session_id))
 
     # --- Reading ---------------------------------------------------------------------------
 
@@ -1163,7 +1162,7 @@ class SwitchboardSaver(BaseCheckpointSaver[str]):
                 seen.add(stored.ns)
         for start in range(0, len(notes), APPEND_BATCH):
             yield _call("append", session_id, notes[start : start + APPEND_BATCH])
-        self._refs.forget(lambda slot: slot[0] == session_id)
+        self._refs.forget(_of_session(session_id))
 
     def _delete_thread(self, thread_id: str) -> Plan[None]:
         session_id = yield from self._session(thread_id, create=False)
